@@ -1,0 +1,28 @@
+"""The exception hierarchy: every error dedupd raises on purpose is a DedupdError."""
+
+from __future__ import annotations
+
+
+class DedupdError(Exception):
+    """Base class of every error dedupd raises deliberately."""
+
+
+class ConfigError(DedupdError):
+    """A setting is invalid; the message says which and how to fix it."""
+
+
+class ParameterMismatchError(DedupdError):
+    """The index was built with other parameters than the ones requested."""
+
+
+class RedisUnavailableError(DedupdError):
+    """Redis cannot be reached (after retries)."""
+
+
+class InputError(DedupdError):
+    """A stream entry is malformed; ``code`` is the stable dead-letter code."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail

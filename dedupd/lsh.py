@@ -1,0 +1,102 @@
+"""LSH banding: parameters, candidate probabilities and band hashes (pure, no Redis).
+
+Course material: seeds/001 ("LSH: bands", the b=20, r=5 table), seeds/003 (AND-OR amplification),
+seeds/004 (LSH probabilities, final verification of candidates).
+
+Two documents with Jaccard similarity s become candidates with probability
+``P(s) = 1 - (1 - s**r)**b``: all r rows of at least one of the b bands agree. For b=20, r=5:
+P(.2)=.006, P(.3)=.047, P(.4)=.186, P(.5)=.470, P(.6)=.802, P(.7)=.975, P(.8)=.9996.
+
+    >>> round(candidate_probability(0.5, 20, 5), 3)
+    0.47
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from dedupd.errors import ConfigError
+from dedupd.hashing import U64Array, combine
+
+_GRID = np.linspace(0.0, 1.0, 2001)
+
+
+def candidate_probability(s: float | npt.NDArray[np.float64], bands: int, rows: int) -> npt.NDArray[np.float64]:
+    """P(candidate) = 1 - (1 - s^rows)^bands, element-wise."""
+    s_arr = np.asarray(s, dtype=np.float64)
+    return 1.0 - (1.0 - s_arr**rows) ** bands  # type: ignore[no-any-return]
+
+
+def error_rates(threshold: float, bands: int, rows: int) -> tuple[float, float]:
+    """Areas of false positives (P below the threshold) and false negatives (1-P above it)."""
+    p = candidate_probability(_GRID, bands, rows)
+    below = _GRID <= threshold
+    fp = float(np.trapezoid(p[below], _GRID[below]))
+    fn = float(np.trapezoid(1.0 - p[~below], _GRID[~below]))
+    return fp, fn
+
+
+@dataclass(frozen=True, slots=True)
+class LSHParams:
+    """b bands of r rows; only the first ``bands*rows`` signature positions are banded."""
+
+    bands: int
+    rows: int
+
+    def __post_init__(self) -> None:
+        if self.bands < 1 or self.rows < 1:
+            raise ConfigError(f"bands and rows must be positive (got bands={self.bands}, rows={self.rows})")
+
+    def check(self, num_perm: int) -> None:
+        """Raise when the banding needs more positions than the signature has."""
+        if self.bands * self.rows > num_perm:
+            raise ConfigError(
+                f"bands*rows = {self.bands}*{self.rows} = {self.bands * self.rows} exceeds num_perm = "
+                f"{num_perm}; lower bands or rows, or raise num_perm"
+            )
+
+    @classmethod
+    def choose(cls, threshold: float, num_perm: int, fp_weight: float = 0.01, fn_weight: float = 0.99) -> LSHParams:
+        """The banding with the least weighted false-positive + false-negative area.
+
+        Args:
+            threshold: Jaccard threshold in (0, 1).
+            num_perm: signature length; ``bands*rows <= num_perm``.
+            fp_weight, fn_weight: the weights; the defaults favour recall, because candidates are
+                verified before any alert (an extra candidate costs a check, a missed one is lost).
+
+        Raises:
+            ConfigError: on a threshold outside (0, 1) or num_perm < 1.
+        """
+        if not 0.0 < threshold < 1.0:
+            raise ConfigError(f"threshold must be strictly between 0 and 1 (got {threshold})")
+        if num_perm < 1:
+            raise ConfigError("num_perm must be at least 1")
+        best: tuple[float, int, int] | None = None
+        for rows in range(1, num_perm + 1):
+            bands = num_perm // rows  # more bands never hurt recall; use every position we can
+            fp, fn = error_rates(threshold, bands, rows)
+            cost = fp_weight * fp + fn_weight * fn
+            if best is None or cost < best[0] - 1e-15:
+                best = (cost, bands, rows)
+        assert best is not None
+        return cls(best[1], best[2])
+
+    def probability(self, s: float) -> float:
+        return float(candidate_probability(s, self.bands, self.rows))
+
+    def band_hashes(self, signatures: npt.NDArray[np.uint32]) -> U64Array:
+        """Hash each band of each signature: shape (n_docs, bands) uint64.
+
+        Raises:
+            ConfigError: when the signatures are shorter than bands*rows.
+        """
+        self.check(signatures.shape[1])
+        n = signatures.shape[0]
+        used = signatures[:, : self.bands * self.rows].astype(np.uint64).reshape(n * self.bands, self.rows)
+        salts = np.tile(np.arange(self.bands, dtype=np.uint64), n)
+        hashed = combine(used) ^ (salts * np.uint64(0x9E3779B97F4A7C15))
+        return hashed.reshape(n, self.bands)

@@ -1,0 +1,195 @@
+"""The typed settings object: defaults < TOML file < ``DEDUPD_*`` environment < CLI flags."""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from dedupd.errors import ConfigError
+
+SHINGLE_RE = re.compile(r"^(word|char):([1-9][0-9]?)$")
+PREFIX_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+
+
+@dataclass(frozen=True, slots=True)
+class ShingleSpec:
+    """How documents are cut into shingles: ``word:K`` or ``char:K``."""
+
+    unit: Literal["word", "char"]
+    k: int
+
+    @classmethod
+    def parse(cls, text: str) -> ShingleSpec:
+        """Parse ``word:3`` / ``char:5``.
+
+        Raises:
+            ConfigError: when the text is not of that form.
+        """
+        m = SHINGLE_RE.match(text.strip())
+        if not m:
+            raise ConfigError(
+                f"shingle must look like 'word:3' or 'char:5' (unit word|char, k from 1 to 99); got {text!r}"
+            )
+        return cls(m.group(1), int(m.group(2)))  # type: ignore[arg-type]
+
+    def __str__(self) -> str:
+        return f"{self.unit}:{self.k}"
+
+
+def default_data_dir() -> Path:
+    """Where the embedded Redis keeps its data unless ``DEDUPD_DATA_DIR`` says otherwise."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "dedupd"
+
+
+class Settings(BaseSettings):
+    """Every setting of dedupd. See ``config/dedupd.toml`` for the documented defaults."""
+
+    model_config = SettingsConfigDict(env_prefix="DEDUPD_", extra="forbid", validate_default=True)
+
+    # connection
+    redis_url: str | None = Field(None, description="redis:// or rediss:// URL; unset = embedded Redis")
+    redis_cluster: bool = Field(False, description="talk to a Redis Cluster through the URL's node")
+    data_dir: Path = Field(default_factory=default_data_dir, description="embedded Redis data directory")
+    prefix: str = Field("dedupd", description="key prefix")
+
+    # similarity
+    shingle: str = Field("word:3", description="word:K or char:K")
+    num_perm: int = Field(128, ge=8, le=1024, description="MinHash signature length")
+    seed: int = Field(1, ge=0, lt=2**32, description="seed of the MinHash hash family")
+    threshold: float = Field(0.8, gt=0.0, lt=1.0, description="Jaccard threshold for an alert")
+    bands: int | None = Field(None, ge=1, description="explicit number of LSH bands")
+    rows: int | None = Field(None, ge=1, description="explicit rows per band")
+    fp_weight: float = Field(0.01, ge=0.0, le=1.0, description="weight of false positives when choosing bands")
+    fn_weight: float = Field(0.99, ge=0.0, le=1.0, description="weight of false negatives when choosing bands")
+    verify: Literal["signature", "exact"] = Field("exact", description="how LSH candidates are verified")
+
+    # consumer
+    batch_size: int = Field(256, ge=1, le=10_000, description="entries per read")
+    block_ms: int = Field(1000, ge=1, le=60_000, description="blocking read timeout")
+    claim_idle_ms: int = Field(30_000, ge=100, description="idle time before a pending entry is claimed")
+    max_deliveries: int = Field(5, ge=1, description="deliveries before an entry is dead-lettered")
+    consumer: str | None = Field(None, description="consumer name (default unique per process)")
+
+    # input bounds
+    max_doc_bytes: int = Field(1_000_000, ge=1, description="largest accepted text, in UTF-8 bytes")
+    max_id_bytes: int = Field(256, ge=1, le=4096, description="longest accepted id, in UTF-8 bytes")
+
+    # outputs and retention
+    baskets: Literal["items", "words", "none"] = Field(
+        "items", description="basket per document: explicit items only, else its distinct words, or none"
+    )
+    basket_retention: int = Field(1_000_000, ge=1, description="baskets kept (approximate)")
+    alerts_retention: int = Field(1_000_000, ge=1, description="alerts kept (approximate)")
+    dead_retention: int = Field(1_000_000, ge=1, description="dead letters kept (approximate)")
+    seen_ttl_s: int = Field(7 * 86400, ge=60, description="how long redelivery de-duplication remembers an entry")
+    heartbeat_ttl_s: int = Field(30, ge=2, description="liveness key TTL")
+
+    # logging
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_json: bool = False
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        path = os.environ.get("DEDUPD_CONFIG")
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if path:
+            if not Path(path).is_file():
+                raise ConfigError(f"DEDUPD_CONFIG points at {path!r}, which is not a file")
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+    @field_validator("shingle")
+    @classmethod
+    def _check_shingle(cls, v: str) -> str:
+        return str(ShingleSpec.parse(v))
+
+    @field_validator("prefix")
+    @classmethod
+    def _check_prefix(cls, v: str) -> str:
+        if not PREFIX_RE.match(v):
+            raise ValueError("prefix must be 1-64 characters of letters, digits, '_', '-' or '.'")
+        return v
+
+    @field_validator("redis_url")
+    @classmethod
+    def _check_url(cls, v: str | None) -> str | None:
+        if v in (None, ""):
+            return None
+        if not v.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("redis_url must start with redis://, rediss:// or unix://")
+        return v
+
+    @model_validator(mode="after")
+    def _check_banding(self) -> Settings:
+        if (self.bands is None) != (self.rows is None):
+            raise ValueError("set both bands and rows, or neither (then they are chosen from the threshold)")
+        if self.bands is not None and self.rows is not None and self.bands * self.rows > self.num_perm:
+            raise ValueError(
+                f"bands*rows = {self.bands * self.rows} exceeds num_perm = {self.num_perm}; "
+                "lower bands or rows, or raise num_perm"
+            )
+        return self
+
+    @property
+    def shingle_spec(self) -> ShingleSpec:
+        return ShingleSpec.parse(self.shingle)
+
+    def consumer_name(self) -> str:
+        """The configured consumer name, or a unique one for this process."""
+        if self.consumer:
+            return self.consumer
+        return f"{os.uname().nodename}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+    def redacted_url(self) -> str:
+        """The Redis URL with any password hidden, fit for logs."""
+        if not self.redis_url:
+            return f"embedded ({self.data_dir})"
+        return re.sub(r"//([^@/]*)@", lambda m: "//" + _redact_userinfo(m.group(1)) + "@", self.redis_url)
+
+
+def _redact_userinfo(info: str) -> str:
+    user, sep, _ = info.partition(":")
+    return f"{user}:***" if sep else "***"
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build the settings, turning validation errors into one readable ConfigError.
+
+    Args:
+        overrides: values from CLI flags (None values are ignored).
+
+    Raises:
+        ConfigError: naming each bad setting and why.
+    """
+    from pydantic import ValidationError
+
+    clean = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return Settings(**clean)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = ".".join(str(x) for x in err["loc"]) or "settings"
+            env = f"DEDUPD_{loc.upper()}" if loc != "settings" else ""
+            lines.append(f"  {loc}{f' ({env})' if env else ''}: {err['msg']}")
+        raise ConfigError("invalid settings:\n" + "\n".join(lines)) from None
