@@ -1,0 +1,230 @@
+"""The ``dedupd`` command line."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from dedupd import __version__
+from dedupd.errors import DedupdError
+from dedupd.keys import Keys
+from dedupd.logs import setup_logging
+from dedupd.settings import Settings, load_settings
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def common_options(func: F) -> F:
+    """Options every command that talks to Redis takes (each also has a DEDUPD_* variable)."""
+
+    @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
+                  help="TOML settings file (also DEDUPD_CONFIG); see config/dedupd.toml.")
+    @click.option("--redis-url", help="redis:// or rediss:// URL (DEDUPD_REDIS_URL); unset: embedded Redis.")
+    @click.option("--prefix", help="Key prefix (DEDUPD_PREFIX, default 'dedupd').")
+    @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+                  help="Log level (DEDUPD_LOG_LEVEL).")
+    @functools.wraps(func)
+    def wrapper(*args: Any, config_file: str | None, **kwargs: Any) -> Any:
+        if config_file:
+            os.environ["DEDUPD_CONFIG"] = config_file
+        return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def settings_from(**overrides: Any) -> Settings:
+    if overrides.get("log_level"):
+        overrides["log_level"] = overrides["log_level"].upper()
+    settings = load_settings(**overrides)
+    setup_logging(settings.log_level, settings.log_json)
+    return settings
+
+
+class DedupdGroup(click.Group):
+    """Turns DedupdError into a one-line message and exit status 2, instead of a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except DedupdError as exc:
+            click.echo(f"dedupd: error: {exc}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=DedupdGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="dedupd")
+def cli() -> None:
+    """dedupd: streaming near-duplicate detection on Redis.
+
+    Producers XADD documents (fields id, text, op, source, items, meta) to the stream dedupd:docs;
+    `dedupd serve` shingles and MinHashes each one, looks up earlier documents through LSH bands,
+    verifies them against the threshold, and writes an alert to dedupd:alerts for every document
+    that has near-duplicates. Malformed entries go to dedupd:dead with a reason.
+
+    Settings come from flags, DEDUPD_* variables, a TOML file (--config), then defaults.
+    With no DEDUPD_REDIS_URL, an embedded Redis is started with its data in DEDUPD_DATA_DIR.
+    """
+
+
+@cli.command()
+@common_options
+@click.option("--consumer", help="Consumer name in the group (DEDUPD_CONSUMER; default unique per process).")
+@click.option("--shingle", help="word:K or char:K (DEDUPD_SHINGLE, default word:3).")
+@click.option("--num-perm", type=int, help="MinHash length (DEDUPD_NUM_PERM, default 128).")
+@click.option("--threshold", type=float, help="Jaccard threshold for an alert (DEDUPD_THRESHOLD, default 0.8).")
+@click.option("--bands", type=int, help="Explicit LSH bands (with --rows); else chosen from the threshold.")
+@click.option("--rows", type=int, help="Explicit rows per band (with --bands).")
+@click.option("--verify", type=click.Choice(["signature", "exact"]),
+              help="Verify candidates by signature agreement or exact Jaccard (DEDUPD_VERIFY, default exact).")
+@click.option("--batch-size", type=int, help="Entries per read (DEDUPD_BATCH_SIZE).")
+@click.option("--block-ms", type=int, help="Blocking read timeout in ms (DEDUPD_BLOCK_MS).")
+@click.option("--log-json/--no-log-json", default=None, help="JSON log lines (DEDUPD_LOG_JSON).")
+def serve(**opts: Any) -> None:
+    """Run the consumer daemon in the foreground.
+
+    Reads the input stream in the consumer group 'dedupd' until SIGINT/SIGTERM, then finishes the
+    batch in hand, acknowledges it and exits 0 (a second signal exits at once). Start one per core,
+    on as many machines as you like: they share the work.
+    """
+    from dedupd.daemon import Daemon
+
+    settings = settings_from(**opts)
+    daemon = Daemon(settings)
+    daemon.install_signal_handlers()
+    sys.exit(daemon.run())
+
+
+@cli.command()
+@common_options
+@click.argument("file", type=click.File("r", encoding="utf-8", errors="strict"))
+@click.option("--format", "fmt", type=click.Choice(["auto", "jsonl", "text"]), default="auto", show_default=True,
+              help="jsonl: one JSON object per line with the stream fields; text: one document per line; "
+                   "auto: each line that is a JSON object is JSONL, others are text.")
+@click.option("--id-prefix", default=None, help="Id of a plain-text line: PREFIX + line number "
+              "(default: the file name and ':').")
+@click.option("--wait/--no-wait", default=False, help="Wait until the daemons have processed everything.")
+@click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds --wait waits at most.")
+def push(file: Any, fmt: str, id_prefix: str | None, wait: bool, timeout: float, **opts: Any) -> None:
+    """Push documents from FILE (or - for standard input) into the input stream.
+
+    JSONL lines carry the stream fields: {"id": "42", "text": "...", "op": "upsert", "source": "...",
+    "items": [...], "meta": {...}}. Malformed JSONL lines are reported with their line number and
+    skipped (exit status 1); everything else is pushed.
+    """
+    from dedupd.connection import connect
+    from dedupd.producer import BadLine, Producer, parse_lines
+
+    settings = settings_from(**opts)
+    client = connect(settings)
+    keys = Keys(settings.prefix)
+    name = "stdin" if file.name in ("-", "<stdin>") else os.path.basename(file.name)
+    prefix = id_prefix if id_prefix is not None else f"{name}:"
+    size = _file_size(file)
+    producer = Producer(client, keys)
+    bad = 0
+
+    def lines() -> Any:
+        for line in file:
+            bar.update(len(line.encode("utf-8", "surrogatepass")))
+            yield line
+
+    with click.progressbar(length=size, label=f"pushing {name}", file=sys.stderr,
+                           show_pos=size is None) as bar:
+        for item in parse_lines(lines(), fmt, prefix):
+            if isinstance(item, BadLine):
+                bad += 1
+                click.echo(f"\n{name}:{item.line_no}: skipped: {item.reason}", err=True)
+                continue
+            producer.add(item)
+        producer.flush()
+    click.echo(f"pushed {producer.pushed} documents to {keys.docs}" + (f"; skipped {bad} bad lines" if bad else ""),
+               err=True)
+    if wait:
+        from dedupd.monitor import wait_drained
+
+        if not wait_drained(client, keys, timeout):
+            raise DedupdError(f"the daemons did not finish within {timeout:.0f}s; is `dedupd serve` running?")
+        click.echo("all pushed documents are processed", err=True)
+    sys.exit(1 if bad else 0)
+
+
+def _file_size(file: Any) -> int | None:
+    try:
+        return os.fstat(file.fileno()).st_size if os.path.isfile(file.name) else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+@cli.command()
+@common_options
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new alerts as they arrive (Ctrl-C stops).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per alert and line.")
+@click.option("--count", "-n", type=int, default=None, help="At most this many (from the oldest kept).")
+@click.option("--since", default="-", help="Start at this alerts-stream id.")
+def alerts(follow: bool, as_json: bool, count: int | None, since: str, **opts: Any) -> None:
+    """Show duplicate alerts: the document, its best match, the similarity, the cluster."""
+    from dedupd.alerts import follow_alerts, read_alerts, render
+    from dedupd.connection import connect
+
+    settings = settings_from(**opts)
+    client = connect(settings)
+    keys = Keys(settings.prefix)
+
+    def show(alert: dict[str, Any]) -> None:
+        click.echo(json.dumps(alert, ensure_ascii=False) if as_json else render(alert))
+
+    last = since if since != "-" else "0-0"
+    for alert in read_alerts(client, keys, since, count):
+        show(alert)
+        last = alert["alert"]
+    if follow:
+        try:
+            for alert in follow_alerts(client, keys, last):
+                if alert is not None:
+                    show(alert)
+        except KeyboardInterrupt:
+            pass
+
+
+@cli.command()
+@common_options
+@click.option("--max-age", type=float, default=None, help="Seconds a heartbeat may be old (default: its TTL).")
+def check(max_age: float | None, **opts: Any) -> None:
+    """Health check: exit 0 when Redis answers and a daemon is heartbeating, else 1.
+
+    Fit for systemd and Kubernetes probes; prints one line saying why.
+    """
+    from dedupd.monitor import live_consumers
+
+    settings = settings_from(**opts)
+    try:
+        from dedupd.connection import connect
+
+        client = connect(settings)
+        live = live_consumers(client, Keys(settings.prefix), max_age)
+    except DedupdError as exc:
+        click.echo(f"unhealthy: {exc}")
+        sys.exit(1)
+    if not live:
+        click.echo("unhealthy: Redis answers but no daemon is heartbeating")
+        sys.exit(1)
+    click.echo(f"healthy: {len(live)} daemon(s) alive: {', '.join(sorted(live))}")
+    sys.exit(0)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    logging.captureWarnings(True)
+    started = time.monotonic()
+    try:
+        cli(prog_name="dedupd")
+    finally:
+        logging.getLogger(__name__).debug("done in %.2fs", time.monotonic() - started)

@@ -1,0 +1,107 @@
+"""What a mining run returns: frequent itemsets per size, and a report of every pass it made."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+Progress = Callable[["PassReport"], None]
+
+
+@dataclass(frozen=True, slots=True)
+class PassReport:
+    """One pass over the baskets (or over a sample or a chunk of them).
+
+    Attributes:
+        number: 1-based pass number within the run.
+        what: what the pass counted ("items", "pairs", "3-itemsets", "sample", ...).
+        structure: the counting structure ("item counts", "triangular matrix", "triples", "bitmap", ...).
+        nbytes: bytes of the counting structures held during the pass (the seed's memory model:
+            4 bytes per count, 12 per triple, 1 bit per bucket of a bitmap).
+        candidates: itemsets counted.
+        frequent: itemsets found frequent.
+        seconds: wall time of the pass.
+        detail: anything else worth saying (the one-third rule's numbers, buckets, ...).
+    """
+
+    number: int
+    what: str
+    structure: str
+    nbytes: int
+    candidates: int
+    frequent: int
+    seconds: float
+    detail: str = ""
+
+    def line(self) -> str:
+        """One human-readable line for progress on stderr."""
+        extra = f"; {self.detail}" if self.detail else ""
+        return (
+            f"pass {self.number}: {self.what}: {self.candidates} counted, {self.frequent} frequent, "
+            f"{self.structure} {_human(self.nbytes)}, {self.seconds:.3f}s{extra}"
+        )
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"  # pragma: no cover
+
+
+@dataclass(slots=True)
+class MiningResult:
+    """Frequent itemsets of one run.
+
+    Attributes:
+        vocab: item id -> name (ids as in :class:`~dedupd.mining.baskets.Baskets`).
+        n_baskets: baskets mined.
+        min_count: the absolute support threshold.
+        levels: ``levels[k-1] = (sets int32[n, k], counts int64[n])``, sets sorted by id within a row.
+        algorithm: which algorithm produced it.
+        passes: one report per pass.
+        complete: False when itemsets may be missing (random sampling without a clean check).
+        warnings: what the caller must know (possible misses, fallbacks).
+    """
+
+    vocab: tuple[str, ...]
+    n_baskets: int
+    min_count: int
+    levels: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]]
+    algorithm: str
+    passes: list[PassReport] = field(default_factory=list)
+    complete: bool = True
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def n_itemsets(self) -> int:
+        return int(sum(c.shape[0] for _, c in self.levels))
+
+    def iter_ids(self) -> Iterator[tuple[tuple[int, ...], int]]:
+        """(sorted id tuple, count) for every frequent itemset, by size then id order."""
+        for sets, counts in self.levels:
+            for row, c in zip(sets.tolist(), counts.tolist(), strict=True):
+                yield tuple(row), int(c)
+
+    def counts_by_ids(self) -> dict[frozenset[int], int]:
+        """{frozenset of ids: count}."""
+        return {frozenset(s): c for s, c in self.iter_ids()}
+
+    def counts_by_names(self) -> dict[frozenset[str], int]:
+        """{frozenset of item names: count}: the form to compare with other tools."""
+        v = self.vocab
+        return {frozenset(v[i] for i in s): c for s, c in self.iter_ids()}
+
+    def named(self) -> list[tuple[list[str], int]]:
+        """(item names sorted, count), ordered by size, then count descending, then names."""
+        v = self.vocab
+        out = [(sorted(v[i] for i in s), c) for s, c in self.iter_ids()]
+        out.sort(key=lambda x: (len(x[0]), -x[1], x[0]))
+        return out
+
+    def max_size(self) -> int:
+        return len(self.levels)

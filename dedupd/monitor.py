@@ -1,0 +1,58 @@
+"""Reading the daemons' state from Redis: group lag and pending entries, heartbeats."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import redis
+
+from dedupd.daemon import GROUP
+from dedupd.keys import Keys
+
+
+def group_state(client: Any, keys: Keys) -> dict[str, Any] | None:
+    """The consumer group's lag and pending count (None when the group does not exist yet)."""
+    try:
+        groups = client.xinfo_groups(keys.docs)
+    except redis.ResponseError:
+        return None
+    for g in groups:
+        name = g["name"].decode() if isinstance(g["name"], bytes) else g["name"]
+        if name != GROUP:
+            continue
+        lag = g.get("lag")
+        if lag is None:  # Redis < 7, or lag unknown: compare the last delivered id with the stream's last
+            info = client.xinfo_stream(keys.docs)
+            last = info.get("last-generated-id")
+            delivered = g.get("last-delivered-id")
+            lag = 0 if last == delivered else None
+        return {"pending": int(g["pending"]), "lag": lag, "consumers": int(g["consumers"])}
+    return None
+
+
+def wait_drained(client: Any, keys: Keys, timeout: float, poll: float = 0.2) -> bool:
+    """Wait until the group has no lag and nothing pending; False on timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = group_state(client, keys)
+        if state is not None and state["lag"] == 0 and state["pending"] == 0:
+            return True
+        time.sleep(poll)
+    return False
+
+
+def live_consumers(client: Any, keys: Keys, max_age: float | None = None) -> dict[str, dict[str, Any]]:
+    """Consumers whose heartbeat key exists (and is at most ``max_age`` seconds old)."""
+    out: dict[str, dict[str, Any]] = {}
+    prefix = keys.heartbeat("")
+    for key in client.scan_iter(match=keys.heartbeat_pattern, count=500):
+        raw = client.get(key)
+        if raw is None:
+            continue
+        beat = json.loads(raw)
+        if max_age is not None and time.time() - float(beat.get("time", 0)) > max_age:
+            continue
+        out[key.decode()[len(prefix):]] = beat
+    return out

@@ -1,0 +1,266 @@
+"""One batch of input entries: validate, fingerprint, index, verify, alert, basket, dead-letter.
+
+Every write is idempotent or guarded, so a redelivered entry changes nothing and emits nothing new:
+band SADD/SREM are idempotent, a record remembers the input entry that last changed it (an older or
+the same entry does not change it again), and alerts, baskets and dead letters are emitted once per
+input entry id (``lua.EMIT_ONCE``). The caller acknowledges the returned entry ids only after
+:meth:`Processor.process` returns, i.e. after all writes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dedupd import lua
+from dedupd.entries import MAX_DELIVERIES, Entry, Op, parse_entry
+from dedupd.errors import InputError
+from dedupd.fingerprint import AppendTo, Fingerprint, Fingerprinter
+from dedupd.index import DocWrite, Index, Record, encode_record
+from dedupd.keys import Keys
+from dedupd.minhash import estimate
+from dedupd.settings import Settings
+from dedupd.shingling import jaccard
+
+log = logging.getLogger(__name__)
+
+RawEntry = tuple[str, dict[bytes, bytes]]
+_WORDS = re.compile(r"\w+")
+
+
+def stream_id_key(entry_id: str) -> tuple[int, int]:
+    """Sortable form of a stream entry id ``ms-seq``."""
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """A verified duplicate: the fields of one alerts-stream entry."""
+
+    doc_id: str
+    matches: tuple[tuple[str, float], ...]  # best first
+    cluster: str
+    input: str
+    verify: str
+    source: str | None
+    meta: str | None
+
+    def fields(self) -> dict[str, str]:
+        out = {
+            "id": self.doc_id,
+            "duplicate_of": self.matches[0][0],
+            "similarity": f"{self.matches[0][1]:.4f}",
+            "matches": json.dumps([[m, round(s, 4)] for m, s in self.matches]),
+            "cluster": self.cluster,
+            "input": self.input,
+            "verify": self.verify,
+        }
+        if self.source is not None:
+            out["source"] = self.source
+        if self.meta is not None:
+            out["meta"] = self.meta
+        return out
+
+
+@dataclass(slots=True)
+class BatchResult:
+    """What a batch did."""
+
+    ack: list[str] = field(default_factory=list)
+    processed: int = 0
+    alerts: list[Alert] = field(default_factory=list)
+    dead: int = 0
+
+
+class Processor:
+    """Processes batches against one index."""
+
+    def __init__(self, client: Any, settings: Settings, index: Index) -> None:
+        self.client = client
+        self.settings = settings
+        self.index = index
+        self.keys: Keys = index.keys
+        self.fingerprinter = Fingerprinter(index.spec)
+        self._emit = client.register_script(lua.EMIT_ONCE)
+        self._union = client.register_script(lua.UNION_FIND)
+
+    # ----- entry point -----
+    def process(self, raw: Sequence[RawEntry], deliveries: dict[str, int] | None = None) -> BatchResult:
+        """Process raw entries; returns the entry ids to acknowledge (all of them) and what happened."""
+        result = BatchResult()
+        dead: list[tuple[RawEntry, str, str]] = []
+        valid: list[Entry] = []
+        for entry_id, fields in raw:
+            count = (deliveries or {}).get(entry_id, 1)
+            if count > self.settings.max_deliveries:
+                dead.append(((entry_id, fields), MAX_DELIVERIES,
+                             f"delivered {count} times (max_deliveries={self.settings.max_deliveries})"))
+                continue
+            try:
+                valid.append(parse_entry(entry_id, fields, self.settings.max_doc_bytes, self.settings.max_id_bytes))
+            except InputError as exc:
+                dead.append(((entry_id, fields), exc.code, exc.detail))
+        for part in _unique_runs(valid):
+            self._process_unique(part, result)
+        if dead:
+            self.dead_letter(dead)
+            result.dead = len(dead)
+        result.ack = [entry_id for entry_id, _ in raw]
+        return result
+
+    def dead_letter(self, dead: Sequence[tuple[RawEntry, str, str]]) -> None:
+        """Write dead letters (original fields + error + detail), once per input entry."""
+        now = int(time.time() * 1000)
+        pipe = self.client.pipeline(transaction=False)
+        for (entry_id, fields), code, detail in dead:
+            args: list[Any] = [entry_id, now, self.settings.dead_retention, self.settings.seen_ttl_s * 1000]
+            for k, v in fields.items():
+                if k not in (b"error", b"detail", b"input"):
+                    args += [k, v]
+            args += ["error", code, "detail", detail, "input", entry_id]
+            self._emit(keys=[self.keys.dead, self.keys.seen(self.keys.dead)], args=args, client=pipe)
+        pipe.hincrby(self.keys.counters, "dead", len(dead))
+        pipe.execute()
+        for (entry_id, _), code, detail in dead:
+            log.warning("dead-lettered %s: %s (%s)", entry_id, code, detail)
+
+    # ----- one run of entries with distinct document ids -----
+    def _process_unique(self, entries: Sequence[Entry], result: BatchResult) -> None:
+        nums = self.index.resolve_ids([(e.doc_id, e.op is not Op.DELETE) for e in entries])
+        existing = self.index.load_records(n for n in nums if n > 0)
+        requests: list[str | AppendTo] = []
+        plan: list[tuple[Entry, int, Record | None, int | Fingerprint | None]] = []
+        for e, n in zip(entries, nums, strict=True):
+            num = abs(n)
+            old = existing.get(n) if n > 0 else None
+            if e.op is Op.DELETE:
+                plan.append((e, num, old, None))
+                continue
+            if old is not None and old.entry_id and stream_id_key(old.entry_id) >= stream_id_key(e.entry_id):
+                # this entry (or a later one) was already applied: keep the stored state
+                plan.append((e, num, None, old.fingerprint))
+                continue
+            assert e.text is not None
+            if e.op is Op.APPEND and old is not None:
+                requests.append(AppendTo(old.fingerprint, e.text))
+            else:
+                requests.append(e.text)
+            plan.append((e, num, old, len(requests) - 1))
+        fps = self.fingerprinter.compute(requests)
+
+        writes: list[DocWrite] = []
+        new_fps: dict[int, tuple[str, Fingerprint]] = {}
+        for e, num, old, ref in plan:
+            w = DocWrite(num)
+            old_keys = self._keys_of(old.fingerprint) if old is not None else []
+            if ref is None:  # delete
+                if num:
+                    w.remove = old_keys
+                    w.delete_id = e.doc_id
+                writes.append(w)
+                continue
+            fp = ref if isinstance(ref, Fingerprint) else fps[ref]
+            new_keys = self._keys_of(fp)
+            keep = set(new_keys)
+            w.remove = [k for k in old_keys if k not in keep]
+            w.add = new_keys
+            if not isinstance(ref, Fingerprint):
+                w.record = encode_record(e.doc_id, fp, e.entry_id, e.source, self.index.store_shingles)
+            new_fps[num] = (e.doc_id, fp)
+            writes.append(w)
+        found = self.index.apply(writes)
+
+        # verify candidates
+        wanted = {c for cands in found for c in cands if c not in new_fps}
+        others = self.index.load_records(wanted, with_shingles=self.settings.verify == "exact") if wanted else {}
+        alerts: list[tuple[Entry, int, list[tuple[str, float, int]]]] = []
+        for (e, num, _, ref), cands in zip(plan, found, strict=True):
+            if ref is None or not cands:
+                continue
+            _, fp = new_fps[num]
+            matches: list[tuple[str, float, int]] = []
+            for c in cands:
+                if c in new_fps:
+                    cid, cfp = new_fps[c]
+                else:
+                    rec = others.get(c)
+                    if rec is None:
+                        continue  # deleted meanwhile
+                    cid, cfp = rec.doc_id, rec.fingerprint
+                sim = self._similarity(fp, cfp)
+                if sim >= self.settings.threshold:
+                    matches.append((cid, sim, c))
+            if matches:
+                matches.sort(key=lambda m: (-m[1], m[0]))
+                alerts.append((e, num, matches))
+        self._emit_outputs(entries, alerts, result)
+        result.processed += len(entries)
+
+    def _keys_of(self, fp: Fingerprint) -> list[str]:
+        if fp.empty:
+            return []
+        return self.index.band_keys(self.fingerprinter.band_hashes([fp])[0])
+
+    def _similarity(self, a: Fingerprint, b: Fingerprint) -> float:
+        if self.settings.verify == "exact" and a.shingles.size and b.shingles.size:
+            return jaccard(a.shingles, b.shingles)
+        return estimate(a.signature, b.signature)
+
+    def _basket(self, e: Entry) -> list[str] | None:
+        if e.op is Op.DELETE or self.settings.baskets == "none":
+            return None
+        if e.items is not None:
+            return list(e.items)
+        if self.settings.baskets == "words" and e.text:
+            return sorted(set(_WORDS.findall(e.text.lower())))
+        return None
+
+    def _emit_outputs(self, entries: Sequence[Entry], alerts: list[tuple[Entry, int, list[tuple[str, float, int]]]],
+                      result: BatchResult) -> None:
+        roots: list[str] = []
+        if alerts:
+            args: list[Any] = []
+            for _, num, matches in alerts:
+                args += [num, len(matches), *[m[2] for m in matches]]
+            roots = [r.decode() if isinstance(r, bytes) else str(r)
+                     for r in self._union(keys=[self.keys.uf_parent, self.keys.id_reverse], args=args)]
+        now = int(time.time() * 1000)
+        ttl = self.settings.seen_ttl_s * 1000
+        pipe = self.client.pipeline(transaction=False)
+        for (e, _, matches), root in zip(alerts, roots, strict=True):
+            alert = Alert(e.doc_id, tuple((m[0], m[1]) for m in matches), root, e.entry_id,
+                          self.settings.verify, e.source, e.meta)
+            result.alerts.append(alert)
+            args = [e.entry_id, now, self.settings.alerts_retention, ttl]
+            for k, v in alert.fields().items():
+                args += [k, v]
+            self._emit(keys=[self.keys.alerts, self.keys.seen(self.keys.alerts)], args=args, client=pipe)
+        for e in entries:
+            basket = self._basket(e)
+            if basket is not None:
+                args = [e.entry_id, now, self.settings.basket_retention, ttl,
+                        "id", e.doc_id, "items", json.dumps(basket, ensure_ascii=False)]
+                self._emit(keys=[self.keys.baskets, self.keys.seen(self.keys.baskets)], args=args, client=pipe)
+        pipe.hincrby(self.keys.counters, "processed", len(entries))
+        if alerts:
+            pipe.hincrby(self.keys.counters, "alerts", len(alerts))
+        pipe.execute()
+
+
+def _unique_runs(entries: Sequence[Entry]) -> list[list[Entry]]:
+    """Split into consecutive runs in which no document id repeats (order kept)."""
+    runs: list[list[Entry]] = [[]]
+    seen: set[str] = set()
+    for e in entries:
+        if e.doc_id in seen:
+            runs.append([])
+            seen = set()
+        runs[-1].append(e)
+        seen.add(e.doc_id)
+    return [r for r in runs if r]
