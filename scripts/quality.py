@@ -1,0 +1,443 @@
+#!/usr/bin/env python3
+"""Measure dedupd's detection quality end to end, the way a user would, against an exact oracle.
+
+What it does:
+
+1. Builds (or reuses) a real corpus with ``scripts/corpora.py``: ``debian`` (package descriptions from
+   the apt lists) or ``python`` (the installed Pythons' source files, capped by ``--max-docs``), or any
+   JSONL FILE of ``{"id", "text"}`` lines.
+2. Computes the truth with ``scripts/oracle.py``: every pair with exact Jaccard >= threshold on the
+   package's own shingles (brute force, sparse doc x shingle product).
+3. Starts a real ``redis-server`` on a free loopback port in a temporary directory
+   (``--save '' --appendonly no``) and ``--consumers`` x ``dedupd serve`` with
+   ``DEDUPD_REDIS_URL`` pointing at it, ``DEDUPD_SHINGLE=word:3``, ``DEDUPD_THRESHOLD=0.8`` and the
+   defaults for everything else (inherited ``DEDUPD_*`` variables are dropped; ``--env K=V`` adds
+   overrides, which the oracle follows for the shingle and the threshold).
+4. Runs ``dedupd push --format jsonl FILE`` and waits until the consumer group ``dedupd`` on
+   ``dedupd:docs`` holds every pushed entry, has lag 0 and nothing pending (``XINFO GROUPS``; when
+   ``lag`` is unknown, the group's ``last-delivered-id`` is compared with the stream's last id).
+5. Reads all of ``dedupd:alerts``; the found pairs are {alert id, each id in ``matches``}, unordered.
+6. Prints precision, recall, counts, samples of false negatives and false positives with their
+   exact Jaccard, the dead letters, throughput, and checks that every daemon exits 0 on SIGTERM.
+   The last line of output is one JSON object with all the figures.
+
+Exit status: 0 when recall >= --min-recall, precision >= --min-precision and every daemon exited 0
+after SIGTERM; 1 otherwise; 2 when the run could not be set up.
+
+Examples::
+
+    .venv/bin/python scripts/quality.py --corpus debian
+    .venv/bin/python scripts/quality.py --corpus python --max-docs 6000
+    .venv/bin/python scripts/quality.py --corpus python --consumers 2 --env DEDUPD_BATCH_SIZE=512
+    .venv/bin/python scripts/quality.py --corpus data/my.jsonl --keep
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import redis
+
+SCRIPTS = Path(__file__).resolve().parent
+REPO = SCRIPTS.parent
+for p in (str(SCRIPTS), str(REPO)):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+import corpora  # noqa: E402
+import oracle  # noqa: E402
+
+STREAM = "dedupd:docs"
+ALERTS = "dedupd:alerts"
+DEAD = "dedupd:dead"
+GROUP = "dedupd"
+DEFAULT_PYTHON_MAX_DOCS = 6000
+
+
+class SetupError(Exception):
+    """The run could not be set up (exit status 2)."""
+
+
+def log(msg: str) -> None:
+    print(f"[quality {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# ----------------------------------------------------------------------------- processes
+def find_dedupd(explicit: str | None) -> str:
+    for cand in (explicit, str(REPO / ".venv" / "bin" / "dedupd"), shutil.which("dedupd")):
+        if cand and os.access(cand, os.X_OK):
+            return cand
+    raise SetupError("no dedupd executable: install the package (.venv/bin/dedupd) or pass --dedupd")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_redis(exe: str, workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(workdir), "--logfile", str(workdir / "redis.log")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = redis.Redis(port=port)
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise SetupError(f"redis-server did not start on port {port} (see {workdir / 'redis.log'})") \
+                    from None
+            time.sleep(0.05)
+    client.close()
+    return proc, port
+
+
+def tail(path: Path, n: int = 30) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return "\n".join(lines[-n:])
+
+
+# ----------------------------------------------------------------------------- stream state
+def group_state(client: redis.Redis) -> dict[str, Any] | None:
+    """lag, pending, entries-read and stream length of the group, or None if it does not exist yet."""
+    try:
+        groups = client.xinfo_groups(STREAM)
+        info = client.xinfo_stream(STREAM)
+    except redis.ResponseError:
+        return None
+    for g in groups:
+        name = g["name"].decode() if isinstance(g["name"], bytes) else g["name"]
+        if name != GROUP:
+            continue
+        lag = g.get("lag")
+        if lag is None:  # unknown on some versions / after deletions: compare ids
+            lag = 0 if g.get("last-delivered-id") == info.get("last-generated-id") else None
+        return {"lag": lag, "pending": int(g["pending"]), "consumers": int(g["consumers"]),
+                "length": int(info["length"]), "added": int(info.get("entries-added") or info["length"])}
+    return None
+
+
+def read_stream(client: redis.Redis, key: str, page: int = 5000) -> list[tuple[bytes, dict[bytes, bytes]]]:
+    out: list[tuple[bytes, dict[bytes, bytes]]] = []
+    start = "-"
+    while True:
+        chunk = client.xrange(key, min=start, max="+", count=page)
+        if not chunk:
+            return out
+        out.extend(chunk)
+        last = chunk[-1][0].decode()
+        ms, seq = last.split("-")
+        start = f"{ms}-{int(seq) + 1}"
+        if len(chunk) < page:
+            return out
+
+
+# ----------------------------------------------------------------------------- main
+def parse_env(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.startswith("DEDUPD_"):
+            raise SetupError(f"--env expects DEDUPD_NAME=VALUE, got {item!r}")
+        out[key] = value
+    return out
+
+
+def resolve_corpus(args: argparse.Namespace) -> Path:
+    if args.corpus in ("debian", "python"):
+        max_docs = args.max_docs
+        if args.corpus == "python" and max_docs is None:
+            max_docs = DEFAULT_PYTHON_MAX_DOCS
+        if max_docs == 0:
+            max_docs = None
+        return corpora.ensure(args.corpus, max_docs=max_docs, limit=args.limit, seed=args.seed)
+    path = Path(args.corpus)
+    if not path.is_file():
+        raise SetupError(f"--corpus is neither debian, python nor an existing file: {args.corpus}")
+    return path
+
+
+def run(args: argparse.Namespace) -> int:
+    overrides = parse_env(args.env)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEDUPD_")}
+    env.update({"DEDUPD_SHINGLE": args.shingle, "DEDUPD_THRESHOLD": str(args.threshold)})
+    env.update(overrides)
+    shingle, threshold = env["DEDUPD_SHINGLE"], env["DEDUPD_THRESHOLD"]
+    dedupd = find_dedupd(args.dedupd)
+    redis_exe = args.redis_server or shutil.which("redis-server")
+    if not redis_exe:
+        raise SetupError("redis-server is not installed (apt-get install redis-server) or pass --redis-server")
+
+    # --- corpus and truth
+    corpus_path = resolve_corpus(args)
+    ids, texts = oracle.read_jsonl(corpus_path)
+    n_lines = sum(1 for line in open(corpus_path, encoding="utf-8") if line.strip())
+    text_mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+    log(f"corpus {corpus_path}: {len(ids)} documents, {text_mb:.1f} MB of text"
+        + (f" ({n_lines - len(ids)} repeated ids: the last text counts)" if n_lines != len(ids) else ""))
+    t0 = time.perf_counter()
+    sets = oracle.shingle_sets(texts, shingle)
+    truth = oracle.similar_pairs(sets, threshold)
+    oracle_s = time.perf_counter() - t0
+    pos = {doc_id: i for i, doc_id in enumerate(ids)}
+    truth_j = {(int(i), int(j)): (int(a), int(u))
+               for i, j, a, u in zip(truth.i, truth.j, truth.inter, truth.union)}
+    log(f"oracle ({shingle}, J >= {threshold}): {len(truth_j)} true pairs among "
+        f"{sum(1 for s in sets if len(s))} non-empty shingle sets, {oracle_s:.1f}s")
+
+    # --- servers
+    workdir = Path(tempfile.mkdtemp(prefix="dedupd-quality-"))
+    redis_proc, port = start_redis(redis_exe, workdir)
+    url = f"redis://127.0.0.1:{port}/0"
+    env["DEDUPD_REDIS_URL"] = url
+    env.setdefault("DEDUPD_DATA_DIR", str(workdir / "embedded"))
+    client = redis.Redis.from_url(url)
+    log(f"redis-server on {url} (dir {workdir})")
+    shown_env = {k: v for k, v in env.items() if k.startswith("DEDUPD_") and k != "DEDUPD_DATA_DIR"}
+    log("daemon environment: " + " ".join(f"{k}={v}" for k, v in sorted(shown_env.items())))
+    daemons: list[tuple[subprocess.Popen[bytes], Path]] = []
+    result: dict[str, Any] = {}
+    try:
+        for k in range(args.consumers):
+            logf = workdir / f"serve-{k}.log"
+            with open(logf, "wb") as fh:
+                daemons.append((subprocess.Popen([dedupd, "serve"], env=env, stdout=fh,
+                                                 stderr=subprocess.STDOUT), logf))
+        deadline = time.monotonic() + 60
+        while (state := group_state(client)) is None or state["consumers"] < 1:
+            for proc, logf in daemons:
+                if proc.poll() is not None:
+                    raise SetupError(f"dedupd serve exited with {proc.returncode} at start:\n{tail(logf)}")
+            if time.monotonic() > deadline:
+                raise SetupError("the consumer group did not appear within 60s:\n" + tail(daemons[0][1]))
+            time.sleep(0.1)
+        log(f"{args.consumers} x dedupd serve up; pushing")
+
+        # --- push and wait
+        t_push = time.perf_counter()
+        push_log = workdir / "push.log"
+        with open(push_log, "wb") as fh:
+            push = subprocess.run([dedupd, "push", "--format", "jsonl", str(corpus_path)], env=env,
+                                  stdout=fh, stderr=subprocess.STDOUT)
+        push_s = time.perf_counter() - t_push
+        if push.returncode != 0:
+            raise SetupError(f"dedupd push exited with {push.returncode}:\n{tail(push_log)}")
+        log(f"pushed in {push_s:.1f}s; waiting for lag 0 and nothing pending")
+        last_report = time.perf_counter()
+        wait_deadline = time.monotonic() + args.timeout
+        while True:
+            state = group_state(client)
+            if state and state["added"] >= n_lines and state["lag"] == 0 and state["pending"] == 0:
+                break
+            for proc, logf in daemons:
+                if proc.poll() is not None:
+                    raise SetupError(f"dedupd serve died with {proc.returncode} while processing:\n{tail(logf)}")
+            if time.monotonic() > wait_deadline:
+                raise SetupError(f"not drained after {args.timeout}s: {state}")
+            if time.perf_counter() - last_report > 15:
+                log(f"  {state}, alerts so far {client.xlen(ALERTS)}")
+                last_report = time.perf_counter()
+            time.sleep(0.1)
+        total_s = time.perf_counter() - t_push
+        log(f"drained: {state['added']} entries in {total_s:.1f}s from the start of the push "
+            f"({len(ids) / total_s:.0f} docs/s, {text_mb / total_s:.2f} MB/s)")
+        mem = client.info("memory")
+
+        # --- alerts -> pairs
+        raw_alerts = read_stream(client, ALERTS)
+        dead = read_stream(client, DEAD)
+        found: dict[tuple[int, int], float] = {}
+        anomalies: Counter[str] = Counter()
+        alerts_per_id: Counter[str] = Counter()
+        verify_modes: Counter[str] = Counter()
+        for _entry_id, fields in raw_alerts:
+            f = {k.decode(): v.decode("utf-8", "replace") for k, v in fields.items()}
+            a = f.get("id")
+            if a is None or "matches" not in f:
+                anomalies["alert without id or matches"] += 1
+                continue
+            alerts_per_id[a] += 1
+            verify_modes[f.get("verify", "?")] += 1
+            matches = json.loads(f["matches"])
+            if not matches:
+                anomalies["alert with empty matches"] += 1
+            elif f.get("duplicate_of") != matches[0][0]:
+                anomalies["duplicate_of is not the first match"] += 1
+            for m_id, sim in matches:
+                if m_id == a:
+                    anomalies["document matched with itself"] += 1
+                    continue
+                if a not in pos or m_id not in pos:
+                    anomalies["id not in the corpus"] += 1
+                    continue
+                i, j = sorted((pos[a], pos[m_id]))
+                found[(i, j)] = float(sim)
+        twice = sum(1 for c in alerts_per_id.values() if c > 1)
+        if twice:
+            anomalies["documents alerted more than once"] = twice
+
+        # --- compare
+        tp = len(found.keys() & truth_j.keys())
+        fp_pairs = sorted(found.keys() - truth_j.keys())
+        fn_pairs = sorted(truth_j.keys() - found.keys())
+        precision = tp / len(found) if found else 1.0
+        recall = tp / len(truth_j) if truth_j else 1.0
+        sim_err = max((abs(found[p] - truth_j[p][0] / truth_j[p][1]) for p in found.keys() & truth_j.keys()),
+                      default=0.0)
+        dead_codes = Counter(f.get(b"error", b"?").decode() for _, f in dead)
+        dead_ids = {f.get(b"id", b"").decode("utf-8", "replace") for _, f in dead}
+
+        print()
+        print(f"corpus            {corpus_path}  ({len(ids)} docs, {text_mb:.1f} MB)")
+        print(f"settings          {shingle}, threshold {threshold}, consumers {args.consumers}, "
+              f"verify {dict(verify_modes) or '-'}" + (f", overrides {overrides}" if overrides else ""))
+        print(f"true pairs        {len(truth_j)}   (exact J >= {threshold})")
+        print(f"found pairs       {len(found)}   from {len(raw_alerts)} alerts")
+        print(f"true positives    {tp}")
+        print(f"false positives   {len(fp_pairs)}")
+        print(f"false negatives   {len(fn_pairs)}")
+        print(f"precision         {precision:.5f}")
+        print(f"recall            {recall:.5f}")
+        print(f"similarity error  max |reported - exact| over true positives = {sim_err:.5f}")
+        print(f"dead letters      {sum(dead_codes.values())} {dict(dead_codes) if dead_codes else ''}")
+        print(f"throughput        {len(ids) / total_s:.0f} docs/s, {text_mb / total_s:.2f} MB/s "
+              f"({total_s:.1f}s push-to-drained, push alone {push_s:.1f}s)")
+        print(f"redis memory      {mem['used_memory'] / 1e6:.1f} MB used "
+              f"({mem['used_memory'] / max(1, len(ids)):.0f} B per document)")
+        if anomalies:
+            print(f"anomalies         {dict(anomalies)}")
+
+        def show(title: str, pairs: list[tuple[int, int]], reported: bool) -> None:
+            if not pairs:
+                return
+            print(f"\n{title} ({len(pairs)}; showing {min(args.show, len(pairs))}):")
+            for i, j in pairs[: args.show]:
+                inter = len(set(sets[i].tolist()) & set(sets[j].tolist()))
+                union = len(sets[i]) + len(sets[j]) - inter
+                extra = f"  reported {found[(i, j)]:.4f}" if reported else ""
+                deadmark = "  [dead-lettered]" if ids[i] in dead_ids or ids[j] in dead_ids else ""
+                print(f"  J={inter}/{union}={inter / max(1, union):.4f}{extra}  |A|={len(sets[i])} "
+                      f"|B|={len(sets[j])}{deadmark}\n    {ids[i]!r}\n    {ids[j]!r}")
+
+        show("false negatives", fn_pairs, reported=False)
+        show("false positives", fp_pairs, reported=True)
+        fn_dead = sum(1 for i, j in fn_pairs if ids[i] in dead_ids or ids[j] in dead_ids)
+
+        # --- stop the daemons
+        print()
+        codes: list[int | None] = []
+        for proc, _ in daemons:
+            proc.send_signal(signal.SIGTERM)
+        for proc, logf in daemons:
+            try:
+                codes.append(proc.wait(timeout=args.stop_timeout))
+            except subprocess.TimeoutExpired:
+                codes.append(None)
+                log(f"dedupd serve pid {proc.pid} did not exit {args.stop_timeout}s after SIGTERM:\n{tail(logf)}")
+                proc.kill()
+                proc.wait()
+        after = group_state(client) or {}
+        clean_exit = all(c == 0 for c in codes)
+        log(f"daemons exit codes after SIGTERM: {codes}; pending after stop: {after.get('pending')}")
+        for (proc, logf), c in zip(daemons, codes):
+            if c != 0:
+                print(f"--- {logf} ---\n{tail(logf)}")
+
+        ok = (recall >= args.min_recall and precision >= args.min_precision and clean_exit
+              and after.get("pending") == 0)
+        result = {
+            "corpus": str(corpus_path), "docs": len(ids), "text_mb": round(text_mb, 2),
+            "shingle": shingle, "threshold": float(threshold), "consumers": args.consumers,
+            "overrides": overrides, "verify": dict(verify_modes),
+            "true_pairs": len(truth_j), "found_pairs": len(found), "tp": tp,
+            "fp": len(fp_pairs), "fn": len(fn_pairs), "fn_involving_dead_letters": fn_dead,
+            "precision": round(precision, 6), "recall": round(recall, 6),
+            "max_similarity_error": round(sim_err, 6),
+            "alerts": len(raw_alerts), "dead_letters": dict(dead_codes), "anomalies": dict(anomalies),
+            "docs_per_s": round(len(ids) / total_s, 1), "mb_per_s": round(text_mb / total_s, 3),
+            "push_to_drained_s": round(total_s, 2), "push_s": round(push_s, 2), "oracle_s": round(oracle_s, 2),
+            "redis_used_memory_mb": round(mem["used_memory"] / 1e6, 2),
+            "daemon_exit_codes": codes, "pending_after_stop": after.get("pending"),
+            "min_recall": args.min_recall, "min_precision": args.min_precision, "ok": ok,
+        }
+        verdict = "PASS" if ok else "FAIL"
+        log(f"{verdict}: recall {recall:.4f} (min {args.min_recall}), precision {precision:.4f} "
+            f"(min {args.min_precision}), daemons exited {codes}")
+    finally:
+        for proc, _ in daemons:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        client.close()
+        if args.keep:
+            log(f"--keep: redis-server still running on {url} (pid {redis_proc.pid}); logs in {workdir}")
+        else:
+            redis_proc.terminate()
+            try:
+                redis_proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                redis_proc.kill()
+                redis_proc.wait()
+            shutil.rmtree(workdir, ignore_errors=True)
+    print(json.dumps(result), flush=True)
+    return 0 if result["ok"] else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", default="debian",
+                    help="debian, python, or a JSONL file of {\"id\", \"text\"} lines (default %(default)s)")
+    ap.add_argument("--max-docs", type=int, default=None,
+                    help=f"cap the built corpus with a fixed-seed sample; python defaults to "
+                         f"{DEFAULT_PYTHON_MAX_DOCS} (0 = the whole corpus), debian to all")
+    ap.add_argument("--limit", type=int, default=None, help="keep only the first N documents (smoke runs)")
+    ap.add_argument("--seed", type=int, default=corpora.DEFAULT_SEED, help="corpus sampling seed")
+    ap.add_argument("--shingle", default="word:3", help="DEDUPD_SHINGLE for daemon and oracle (default %(default)s)")
+    ap.add_argument("--threshold", default="0.8", help="DEDUPD_THRESHOLD for daemon and oracle (default %(default)s)")
+    ap.add_argument("--env", action="append", default=[], metavar="DEDUPD_K=V",
+                    help="extra daemon setting (repeatable), e.g. --env DEDUPD_NUM_PERM=256")
+    ap.add_argument("--consumers", type=int, default=1, help="dedupd serve processes (default %(default)s)")
+    ap.add_argument("--min-recall", type=float, default=0.99, help="fail below this recall (default %(default)s)")
+    ap.add_argument("--min-precision", type=float, default=0.99,
+                    help="fail below this precision (default %(default)s)")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds to wait for the daemons to drain")
+    ap.add_argument("--stop-timeout", type=float, default=60, help="seconds a daemon gets to exit after SIGTERM")
+    ap.add_argument("--show", type=int, default=5, help="false negatives/positives to print (default %(default)s)")
+    ap.add_argument("--keep", action="store_true",
+                    help="leave redis-server running and keep the temp dir (logs) for inspection")
+    ap.add_argument("--dedupd", default=None, help="dedupd executable (default .venv/bin/dedupd, then PATH)")
+    ap.add_argument("--redis-server", default=None, help="redis-server executable (default from PATH)")
+    args = ap.parse_args(argv)
+    if args.consumers < 1:
+        ap.error("--consumers must be at least 1")
+    try:
+        return run(args)
+    except SetupError as exc:
+        log(f"ERROR: {exc}")
+        print(json.dumps({"ok": False, "error": str(exc).splitlines()[0]}), flush=True)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

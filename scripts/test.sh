@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The whole test suite from a fresh clone: installs redis-server if missing (Debian; needs root),
+# creates .venv, installs dedupd with its dev extra, runs pytest. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing redis-server (apt-get)" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq redis-server >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; }
+  else
+    echo "redis-server is needed for the tests: install it (Debian/Ubuntu: sudo apt-get install redis-server)" >&2
+    exit 2
+  fi
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+.venv/bin/python -m pip install -q -e '.[dev]' 2>&1 | grep -v -E '^(WARNING: Location|  )' || true
+.venv/bin/python -c 'import dedupd, redis, numpy, fakeredis, hypothesis' || { echo "install failed" >&2; exit 2; }
+
+exec .venv/bin/python -m pytest "$@"

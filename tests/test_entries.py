@@ -1,0 +1,47 @@
+"""Entry validation: every malformed input has a stable dead-letter code."""
+
+from __future__ import annotations
+
+import pytest
+
+from dedupd.entries import Op, parse_entry
+from dedupd.errors import InputError
+
+
+def parse(fields: dict[bytes, bytes]):  # type: ignore[no-untyped-def]
+    return parse_entry("1-1", fields, max_doc_bytes=100, max_id_bytes=10)
+
+
+@pytest.mark.parametrize(
+    ("fields", "code"),
+    [
+        ({b"text": b"hello"}, "missing_id"),
+        ({b"id": b"", b"text": b"hello"}, "missing_id"),
+        ({b"id": b"x" * 11, b"text": b"hello"}, "id_too_long"),
+        ({b"id": b"a"}, "missing_text"),
+        ({b"id": b"a", b"op": b"append"}, "missing_text"),
+        ({b"id": b"a", b"text": b"x" * 101}, "too_large"),
+        ({b"id": b"a", b"text": b"\xff\xfe"}, "bad_utf8"),
+        ({b"id": b"\xc3", b"text": b"ok"}, "bad_utf8"),
+        ({b"id": b"a", b"text": b"t", b"items": b"[1, 2"}, "bad_json"),
+        ({b"id": b"a", b"text": b"t", b"items": b"[1, 2]"}, "bad_json"),
+        ({b"id": b"a", b"text": b"t", b"meta": b"[]"}, "bad_json"),
+        ({b"id": b"a", b"text": b"t", b"meta": b"{oops"}, "bad_json"),
+        ({b"id": b"a", b"text": b"t", b"op": b"frobnicate"}, "unknown_op"),
+    ],
+)
+def test_codes(fields: dict[bytes, bytes], code: str) -> None:
+    with pytest.raises(InputError) as info:
+        parse(fields)
+    assert info.value.code == code
+    assert info.value.detail
+
+
+def test_valid_entries() -> None:
+    e = parse({b"id": b"k:{x} y\n", b"text": "naïve".encode(), b"source": b"feed", b"items": b'["a","b"]',
+               b"meta": b'{"n": 1}', b"op": b"UPSERT", b"extra": b"ignored"})
+    assert (e.doc_id, e.text, e.source, e.items, e.meta, e.op) == ("k:{x} y\n", "naïve", "feed", ("a", "b"),
+                                                                   '{"n": 1}', Op.UPSERT)
+    d = parse({b"id": b"a", b"op": b"delete"})
+    assert d.op is Op.DELETE and d.text is None
+    assert parse({b"id": b"a", b"text": b""}).text == ""

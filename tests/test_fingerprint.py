@@ -1,0 +1,39 @@
+"""Fingerprints: an append equals an upsert of the concatenated text (boundary shingles included)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dedupd.fingerprint import AppendTo, Fingerprinter
+from dedupd.spec import IndexSpec
+
+
+@pytest.mark.parametrize("shingle", ["word:3", "char:4", "word:1"])
+@pytest.mark.parametrize(
+    ("old", "chunks"),
+    [
+        ("the quick brown fox jumps", ["over the lazy dog", "and runs away"]),
+        ("tiny", ["then a much longer continuation of it"]),  # old shorter than k
+        ("alpha beta gamma delta", ["!!!", "epsilon"]),  # a chunk with no word
+        ("", ["starts empty and grows"]),
+    ],
+)
+def test_append_equals_upsert_of_concatenation(shingle: str, old: str, chunks: list[str]) -> None:
+    fpr = Fingerprinter(IndexSpec(shingle, 64, 5, 8, 8))
+    fp = fpr.compute([old])[0]
+    text = old
+    for chunk in chunks:
+        fp = fpr.compute([AppendTo(fp, chunk)])[0]
+        text = text + "\n" + chunk
+        full = fpr.compute([text])[0]
+        assert np.array_equal(fp.signature, full.signature)
+        assert np.array_equal(fp.shingles, full.shingles)
+        assert fp.tail == full.tail
+
+
+def test_empty_text_is_empty_and_unbanded() -> None:
+    fpr = Fingerprinter(IndexSpec("word:3", 64, 5, 8, 8))
+    empty, full = fpr.compute(["   ", "some words here"])
+    assert empty.empty and not full.empty
+    assert fpr.band_hashes([full]).shape == (1, 8)
