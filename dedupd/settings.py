@@ -121,7 +121,10 @@ class Settings(BaseSettings):
     @field_validator("shingle")
     @classmethod
     def _check_shingle(cls, v: str) -> str:
-        return str(ShingleSpec.parse(v))
+        try:
+            return str(ShingleSpec.parse(v))
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
 
     @field_validator("prefix")
     @classmethod
