@@ -136,6 +136,7 @@ class Processor:
         existing = self.index.load_records(n for n in nums if n > 0)
         requests: list[str | AppendTo] = []
         plan: list[tuple[Entry, int, Record | None, int | Fingerprint | None]] = []
+        stored_in: dict[int, str] = {}  # entry that last changed a document we leave as it is
         for e, n in zip(entries, nums, strict=True):
             num = abs(n)
             old = existing.get(n) if n > 0 else None
@@ -145,6 +146,7 @@ class Processor:
             if old is not None and old.entry_id and stream_id_key(old.entry_id) >= stream_id_key(e.entry_id):
                 # this entry (or a later one) was already applied: keep the stored state
                 plan.append((e, num, None, old.fingerprint))
+                stored_in[num] = old.entry_id
                 continue
             assert e.text is not None
             if e.op is Op.APPEND and old is not None:
@@ -155,7 +157,7 @@ class Processor:
         fps = self.fingerprinter.compute(requests)
 
         writes: list[DocWrite] = []
-        new_fps: dict[int, tuple[str, Fingerprint]] = {}
+        new_fps: dict[int, tuple[str, Fingerprint, str]] = {}
         for e, num, old, ref in plan:
             w = DocWrite(num)
             old_keys = self._keys_of(old.fingerprint) if old is not None else []
@@ -172,7 +174,7 @@ class Processor:
             w.add = new_keys
             if not isinstance(ref, Fingerprint):
                 w.record = encode_record(e.doc_id, fp, e.entry_id, e.source, self.index.store_shingles)
-            new_fps[num] = (e.doc_id, fp)
+            new_fps[num] = (e.doc_id, fp, stored_in.get(num, e.entry_id))
             writes.append(w)
         found = self.index.apply(writes)
 
@@ -183,16 +185,20 @@ class Processor:
         for (e, num, _, ref), cands in zip(plan, found, strict=True):
             if ref is None or not cands:
                 continue
-            _, fp = new_fps[num]
+            _, fp, _ = new_fps[num]
+            # a redelivered entry (already applied) reports only documents that were there before it
+            before = stream_id_key(e.entry_id) if isinstance(ref, Fingerprint) else None
             matches: list[tuple[str, float, int]] = []
             for c in cands:
                 if c in new_fps:
-                    cid, cfp = new_fps[c]
+                    cid, cfp, cin = new_fps[c]
                 else:
                     rec = others.get(c)
                     if rec is None:
                         continue  # deleted meanwhile
-                    cid, cfp = rec.doc_id, rec.fingerprint
+                    cid, cfp, cin = rec.doc_id, rec.fingerprint, rec.entry_id
+                if before is not None and cin and stream_id_key(cin) >= before:
+                    continue
                 sim = self._similarity(fp, cfp)
                 if sim >= self.settings.threshold:
                     matches.append((cid, sim, c))

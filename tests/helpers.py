@@ -1,0 +1,67 @@
+"""Helpers shared by the Redis-backed tests."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import redis
+
+from dedupd.daemon import Daemon
+from dedupd.keys import Keys
+from dedupd.settings import load_settings
+
+VOCAB = ("market rising bank earnings report quarter profit shares investor growth company sales rate "
+         "policy central inflation energy price oil demand supply chain retail consumer tech chip data "
+         "cloud service network mobile device launch model research study climate weather storm").split()
+
+
+def text(rng: random.Random, n: int = 60) -> str:
+    return " ".join(rng.choice(VOCAB) for _ in range(n))
+
+
+def variant(rng: random.Random, base: str, edits: int = 1) -> str:
+    words = base.split()
+    for _ in range(edits):
+        words[rng.randrange(len(words))] = "edited"
+    return " ".join(words)
+
+
+def make_daemon(url: str, **overrides: Any) -> Daemon:
+    overrides.setdefault("block_ms", 50)
+    settings = load_settings(redis_url=url, **overrides)
+    return Daemon(settings, client=redis.Redis.from_url(url))
+
+
+def push(r: redis.Redis, docs: list[dict[str, Any]], prefix: str = "dedupd") -> list[str]:
+    ids = []
+    for d in docs:
+        fields = {k: (json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in d.items()}
+        ids.append(r.xadd(Keys(prefix).docs, fields).decode())
+    return ids
+
+
+def drain(daemon: Daemon, max_iterations: int = 1000) -> None:
+    """Run iterations until a read returns nothing."""
+    for _ in range(max_iterations):
+        if daemon.iteration() is None:
+            return
+    raise AssertionError("the daemon did not drain")
+
+
+def alerts(r: redis.Redis, prefix: str = "dedupd") -> list[dict[str, Any]]:
+    out = []
+    for _, fields in r.xrange(Keys(prefix).alerts):
+        d = {k.decode(): v.decode() for k, v in fields.items()}
+        d["matches"] = json.loads(d["matches"])
+        out.append(d)
+    return out
+
+
+def dead(r: redis.Redis, prefix: str = "dedupd") -> list[dict[bytes, bytes]]:
+    return [fields for _, fields in r.xrange(Keys(prefix).dead)]
+
+
+def pending(r: redis.Redis, prefix: str = "dedupd") -> int:
+    return int(r.xpending(Keys(prefix).docs, "dedupd")["pending"])

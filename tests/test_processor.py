@@ -1,0 +1,190 @@
+"""The batch pipeline against a real Redis: alerts, verification, updates, redelivery, dead letters."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import redis
+from helpers import alerts, dead, drain, make_daemon, pending, push, text, variant
+
+from dedupd.entries import CODES
+from dedupd.keys import Keys
+
+
+def test_near_duplicates_alerted_with_contract_fields(r: redis.Redis, redis_url: str) -> None:
+    rng = random.Random(1)
+    a = text(rng)
+    docs = [{"id": "a", "text": a}, {"id": "other", "text": text(rng)},
+            {"id": "b", "text": variant(rng, a), "source": "wire", "meta": {"lang": "en"}}]
+    inputs = push(r, docs)
+    drain(make_daemon(redis_url))
+    got = alerts(r)
+    assert len(got) == 1
+    al = got[0]
+    assert (al["id"], al["duplicate_of"], al["cluster"], al["input"], al["source"], al["verify"]) == (
+        "b", "a", "a", inputs[2], "wire", "exact")
+    assert json.loads(al["meta"]) == {"lang": "en"}
+    assert al["matches"][0][0] == "a" and float(al["similarity"]) == al["matches"][0][1] >= 0.8
+    assert pending(r) == 0
+
+
+def test_duplicates_inside_one_batch(r: redis.Redis, redis_url: str) -> None:
+    """All copies arrive in one read: each later copy names the earlier ones."""
+    rng = random.Random(2)
+    base = text(rng)
+    push(r, [{"id": f"c{i}", "text": variant(rng, base) if i else base} for i in range(4)])
+    daemon = make_daemon(redis_url, batch_size=100)
+    result = daemon.iteration()
+    assert result is not None and result.processed == 4
+    got = {a["id"]: {m[0] for m in a["matches"]} for a in alerts(r)}
+    assert got == {"c1": {"c0"}, "c2": {"c0", "c1"}, "c3": {"c0", "c1", "c2"}}
+    assert {a["cluster"] for a in alerts(r)} == {"c0"}
+
+
+def test_verification_rejects_candidates_below_threshold(r: redis.Redis, redis_url: str) -> None:
+    """Low rows per band makes dissimilar pairs candidates; verification keeps them out of alerts."""
+    rng = random.Random(3)
+    base = text(rng, 40)
+    far = variant(rng, base, edits=12)  # Jaccard well below 0.8, but shares many bands with r=1
+    push(r, [{"id": "x", "text": base}, {"id": "y", "text": far}])
+    for verify in ("exact", "signature"):
+        r.delete(Keys().alerts)
+        daemon = make_daemon(redis_url, bands=64, rows=1, verify=verify, prefix="dedupd")
+        drain(daemon)
+        assert alerts(r) == []
+        r.flushall()
+        push(r, [{"id": "x", "text": base}, {"id": "y", "text": far}])
+
+
+def test_upsert_replaces_and_delete_removes(r: redis.Redis, redis_url: str) -> None:
+    rng = random.Random(4)
+    a, b = text(rng), text(rng)
+    daemon = make_daemon(redis_url)
+    push(r, [{"id": "doc", "text": a}])
+    drain(daemon)
+    push(r, [{"id": "doc", "text": b}])  # replace: a's bands must be gone
+    drain(daemon)
+    push(r, [{"id": "probe-a", "text": a}, {"id": "probe-b", "text": variant(rng, b)}])
+    drain(daemon)
+    got = {x["id"]: x["duplicate_of"] for x in alerts(r)}
+    assert got == {"probe-b": "doc"}
+    push(r, [{"id": "doc", "op": "delete"}, {"id": "probe-b2", "text": b}])
+    drain(daemon)
+    got = {x["id"]: x["duplicate_of"] for x in alerts(r)}
+    assert got["probe-b2"] == "probe-b" and "doc" not in [m[0] for x in alerts(r) for m in x["matches"]
+                                                         if x["id"] == "probe-b2"]
+    assert r.hget(Keys().id_forward, "doc") is None
+    assert not r.exists(Keys().doc(1))
+
+
+def test_append_extends_document(r: redis.Redis, redis_url: str) -> None:
+    rng = random.Random(5)
+    part1, part2 = text(rng, 40), text(rng, 40)
+    daemon = make_daemon(redis_url)
+    push(r, [{"id": "log", "text": part1}, {"id": "log", "op": "append", "text": part2}])
+    drain(daemon)
+    push(r, [{"id": "copy", "text": part1 + "\n" + part2}])
+    drain(daemon)
+    got = alerts(r)
+    assert [(a["id"], a["duplicate_of"], a["similarity"]) for a in got] == [("copy", "log", "1.0000")]
+
+
+def test_redelivery_changes_nothing_and_alerts_once(r: redis.Redis, redis_url: str) -> None:
+    rng = random.Random(6)
+    a = text(rng)
+    push(r, [{"id": "a", "text": a}, {"id": "b", "text": variant(rng, a)},
+             {"id": "b", "op": "append", "text": "more words at the end"}, {"text": "no id"}])
+    daemon = make_daemon(redis_url)
+    batch, _ = daemon._next_batch()
+    daemon.processor.process(batch)  # processed but never acknowledged (crash before XACK)
+    state = {k: r.dump(k) for k in r.scan_iter(match=b"dedupd:doc:*")}
+    before = (len(alerts(r)), len(dead(r)))
+    daemon.processor.process(batch)  # redelivered
+    assert (len(alerts(r)), len(dead(r))) == before == (2, 1)
+    assert {k: r.dump(k) for k in r.scan_iter(match=b"dedupd:doc:*")} == state
+
+
+def test_stale_redelivery_does_not_overwrite_newer_version(r: redis.Redis, redis_url: str) -> None:
+    rng = random.Random(7)
+    v1, v2 = text(rng), text(rng)
+    daemon = make_daemon(redis_url)
+    push(r, [{"id": "d", "text": v1}])
+    old_batch, _ = daemon._next_batch()
+    push(r, [{"id": "d", "text": v2}])
+    new_batch, _ = daemon._next_batch()
+    daemon.processor.process(new_batch)
+    daemon.processor.process(old_batch)  # the older entry arrives late
+    push(r, [{"id": "probe", "text": v2}])
+    drain(daemon)
+    assert [a["duplicate_of"] for a in alerts(r)] == ["d"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "code"),
+    [
+        ({"text": "no id"}, "missing_id"),
+        ({"id": "x" * 300, "text": "t"}, "id_too_long"),
+        ({"id": "a"}, "missing_text"),
+        ({"id": "a", "text": "x" * 2000}, "too_large"),
+        ({"id": "a", "text": b"\xff\xfe bad"}, "bad_utf8"),
+        ({"id": "a", "text": "t", "items": "[1,"}, "bad_json"),
+        ({"id": "a", "text": "t", "op": "merge"}, "unknown_op"),
+    ],
+)
+def test_dead_letter_codes(r: redis.Redis, redis_url: str, fields: dict[str, object], code: str) -> None:
+    r.xadd(Keys().docs, fields)  # type: ignore[arg-type]
+    push(r, [{"id": "fine", "text": "a perfectly good document"}])
+    daemon = make_daemon(redis_url, max_doc_bytes=1000)
+    drain(daemon)
+    letters = dead(r)
+    assert len(letters) == 1
+    letter = letters[0]
+    assert letter[b"error"].decode() == code and code in CODES and letter[b"detail"]
+    for k, v in fields.items():  # the original fields are kept as they were
+        assert letter[k.encode()] == (v if isinstance(v, bytes) else str(v).encode())
+    assert pending(r) == 0
+    assert r.hget(Keys().id_forward, "fine") is not None
+
+
+def test_max_deliveries_dead_letters(r: redis.Redis, redis_url: str) -> None:
+    push(r, [{"id": "p", "text": "poison"}])
+    daemon = make_daemon(redis_url, max_deliveries=2)
+    batch, _ = daemon._next_batch()
+    daemon.handle(batch, {batch[0][0]: 3})
+    letters = dead(r)
+    assert [x[b"error"] for x in letters] == [b"max_deliveries"] and pending(r) == 0
+
+
+def test_processing_failure_is_retried_then_dead_lettered(r: redis.Redis, redis_url: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry that makes processing raise stays pending, is redelivered, and ends in the dead letters."""
+    push(r, [{"id": "ok", "text": "fine text here"}, {"id": "boom", "text": "explodes"}])
+    daemon = make_daemon(redis_url, max_deliveries=2, claim_idle_ms=100)
+    real = daemon.processor._process_unique
+
+    def flaky(entries, result):  # type: ignore[no-untyped-def]
+        if any(e.doc_id == "boom" for e in entries):
+            raise RuntimeError("bug")
+        return real(entries, result)
+
+    monkeypatch.setattr(daemon.processor, "_process_unique", flaky)
+    drain(daemon)
+    assert pending(r) == 1 and dead(r) == []
+    import time
+
+    for _ in range(5):
+        time.sleep(0.15)
+        daemon._last_claim = 0
+        daemon.iteration()
+    assert pending(r) == 0
+    assert [x[b"error"] for x in dead(r)] in ([b"processing_failed"], [b"max_deliveries"])
+    assert r.hget(Keys().id_forward, "ok") is not None
+
+
+def test_baskets(r: redis.Redis, redis_url: str) -> None:
+    push(r, [{"id": "a", "text": "Beer and Bread", "items": ["Beer", "Bread"]}, {"id": "b", "text": "Milk now"}])
+    drain(make_daemon(redis_url, baskets="words"))
+    got = [(f[b"id"], json.loads(f[b"items"])) for _, f in r.xrange(Keys().baskets)]
+    assert got == [(b"a", ["Beer", "Bread"]), (b"b", ["milk", "now"])]
