@@ -29,6 +29,7 @@ import numpy.typing as npt
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
+F64 = npt.NDArray[np.float64]
 
 CHUNK = 1 << 22  # generated positions per vectorised step (bounded temporaries: ~4M x 8 bytes)
 
@@ -142,16 +143,18 @@ def find_rows(table: I32, queries: I32) -> I64:
 class CandidateIndex:
     """Maps (prefix itemset id, extension item) to a candidate id, or -1.
 
-    Dense (a small table over the prefixes and items that occur in candidates) when that table
-    has at most ``DENSE_CELLS`` cells, else a sorted key array searched with ``np.searchsorted``.
+    A table over the prefixes and items that occur in candidates: prefix set ``p`` starts at
+    ``offset[p]`` (-1: no candidate extends it) and item ``i`` is column ``col[i]`` (``width``: a
+    column of -1 for items that extend nothing). Dense when the table has at most ``DENSE_CELLS``
+    cells, else a sorted array of the used cells searched with ``np.searchsorted``.
     """
 
     n: int
-    prefix_map: I32  # prefix set id -> row in the table, -1 = no candidate extends it
-    item_map: I32  # item -> column, -1 = extends no prefix
+    offset: I64  # prefix set id -> first cell of its row, -1 = no candidate extends it
+    col: I32  # item -> column; ``width`` for items that extend no prefix
     width: int
     table: I32 | None
-    keys: I64 | None
+    keys: I64 | None  # sparse form: row 0 the sorted cells, row 1 their candidate ids
 
     DENSE_CELLS = 1 << 24
 
@@ -161,46 +164,43 @@ class CandidateIndex:
         n = int(prefix.shape[0])
         pmask = np.zeros(n_prefix_sets, dtype=bool)
         pmask[prefix] = True
-        prefix_map = np.full(n_prefix_sets, -1, dtype=np.int32)
-        prefix_map[pmask] = np.arange(int(pmask.sum()), dtype=np.int32)
         imask = np.zeros(n_items, dtype=bool)
         imask[item] = True
-        item_map = np.full(n_items, -1, dtype=np.int32)
         width = int(imask.sum())
-        item_map[imask] = np.arange(width, dtype=np.int32)
-        cells = prefix_map[prefix].astype(np.int64) * width + item_map[item]
+        col = np.full(n_items, width, dtype=np.int32)
+        col[imask] = np.arange(width, dtype=np.int32)
         rows = int(pmask.sum())
-        if rows * width <= cls.DENSE_CELLS:
-            table = np.full(rows * width, -1, dtype=np.int32)
+        offset = np.full(n_prefix_sets, -1, dtype=np.int64)
+        offset[pmask] = np.arange(rows, dtype=np.int64) * (width + 1)
+        cells = offset[prefix] + col[item]
+        if rows * (width + 1) <= cls.DENSE_CELLS:
+            table = np.full(rows * (width + 1), -1, dtype=np.int32)
             table[cells] = np.arange(n, dtype=np.int32)
-            return cls(n, prefix_map, item_map, width, table, None)
+            return cls(n, offset, col, width, table, None)
         order = np.argsort(cells)
-        keys = cells[order]
-        return cls(n, prefix_map, item_map, width, None, np.stack([keys, order.astype(np.int64)]))
+        return cls(n, offset, col, width, None, np.stack([cells[order], order.astype(np.int64)]))
 
-    def has_extension(self, sid: I32) -> npt.NDArray[np.bool_]:
-        """Which occurrences' sets are the prefix of some candidate."""
-        return self.prefix_map[sid] >= 0
+    def find_cells(self, cells: I64) -> I64:
+        """Candidate id of each table cell (-1 where none)."""
+        if self.table is not None:
+            return self.table[cells].astype(np.int64)
+        assert self.keys is not None
+        keys, ids = self.keys[0], self.keys[1]
+        at = np.minimum(np.searchsorted(keys, cells), keys.shape[0] - 1)
+        return np.where(keys[at] == cells, ids[at], -1)
 
     def find(self, sid: I32, item: I32) -> I64:
-        """Candidate id of each (sid, item), -1 where there is none."""
-        col = self.item_map[item]
+        """Candidate id of each (prefix set id, item), -1 where there is none."""
+        base = self.offset[sid]
         out = np.full(sid.shape[0], -1, dtype=np.int64)
-        ok = col >= 0
-        cells = self.prefix_map[sid[ok]].astype(np.int64) * self.width + col[ok]
-        if self.table is not None:
-            out[ok] = self.table[cells]
-        else:
-            assert self.keys is not None
-            keys, ids = self.keys[0], self.keys[1]
-            at = np.minimum(np.searchsorted(keys, cells), keys.shape[0] - 1)
-            out[ok] = np.where(keys[at] == cells, ids[at], -1)
+        ok = base >= 0
+        out[ok] = self.find_cells(base[ok] + self.col[item[ok]])
         return out
 
     def nbytes(self) -> int:
         """Bytes of the lookup structure plus one 4-byte count per candidate."""
         own = self.table.nbytes if self.table is not None else (self.keys.nbytes if self.keys is not None else 0)
-        return int(own + self.prefix_map.nbytes + self.item_map.nbytes + 4 * self.n)
+        return int(own + self.offset.nbytes + self.col.nbytes + 4 * self.n)
 
 
 @dataclass(slots=True)
@@ -215,71 +215,72 @@ class Occurrences:
         return int(self.pos.shape[0])
 
 
-def item_occurrences(items: I32, item_to_sid: I32) -> Occurrences:
-    """Level-1 occurrences: every position whose item is a level-1 set (``item_to_sid >= 0``)."""
-    sid = item_to_sid[items]
-    keep = np.flatnonzero(sid >= 0)
-    return Occurrences(keep.astype(np.int64), sid[keep].astype(np.int32))
-
-
 KEEP_CAP = 1 << 24  # occurrences kept in memory between levels before recomputing instead
 
 
+def matches(items: I32, rowend: I64, occ: Occurrences, index: CandidateIndex) -> Iterator[tuple[I64, I32]]:
+    """Every (position of the last item, candidate id) where a candidate occurs, in chunks."""
+    base = index.offset[occ.sid]
+    live = base >= 0
+    pos, base = occ.pos[live], base[live]
+    col = index.col[items]
+    lens = rowend[pos] - pos - 1
+    for sl in chunks_by_weight(lens, CHUNK):
+        ln = lens[sl]
+        ext = expand(pos[sl] + 1, ln)
+        cid = index.find_cells(np.repeat(base[sl], ln) + col[ext])
+        hit = cid >= 0
+        yield ext[hit], cid[hit].astype(np.int32)
+
+
 def count_candidates(
-    items: I32, rowend: I64, occ: Occurrences, index: CandidateIndex, keep: bool = True
+    items: I32, rowend: I64, occ: Occurrences, index: CandidateIndex, keep: bool = True, wpos: F64 | None = None
 ) -> tuple[I64, Occurrences | None]:
     """Count candidates over all baskets by extending the previous level's occurrences.
 
+    Args:
+        wpos: the weight of each position's basket (see :func:`merge_identical`), None for 1.
+
     Returns:
         ``(counts int64[index.n], occurrences of every candidate or None)``: the occurrences
-        are dropped (None) when ``keep`` is False or they would exceed ``KEEP_CAP``.
+        (with the candidate ids as set ids) are dropped (None) when ``keep`` is False or they
+        would exceed ``KEEP_CAP``.
     """
     counts = np.zeros(index.n, dtype=np.int64)
-    m = index.has_extension(occ.sid)
-    pos, sid = occ.pos[m], occ.sid[m]
     kept_pos: list[I64] = []
     kept_cid: list[I32] = []
     total = 0
-    for ext, s, it in extend(items, rowend, pos, sid):
-        cid = index.find(s, it)
-        hit = cid >= 0
-        c = cid[hit]
-        counts += np.bincount(c, minlength=index.n)
+    for ext, cid in matches(items, rowend, occ, index):
+        counts += bincount(cid, index.n, None if wpos is None else wpos[ext])
         if keep:
-            total += int(c.shape[0])
+            total += int(cid.shape[0])
             if total > KEEP_CAP:
                 keep = False
                 kept_pos, kept_cid = [], []
             else:
-                kept_pos.append(ext[hit])
-                kept_cid.append(c.astype(np.int32))
+                kept_pos.append(ext)
+                kept_cid.append(cid)
     if not keep:
         return counts, None
-    if kept_pos:
-        return counts, Occurrences(np.concatenate(kept_pos), np.concatenate(kept_cid))
-    return counts, Occurrences(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32))
+    return counts, _join(kept_pos, kept_cid)
 
 
-def select_occurrences(occ: Occurrences, remap: I32) -> Occurrences:
-    """Keep occurrences whose set survives (``remap[sid] >= 0``), renumbered by ``remap``."""
-    new = remap[occ.sid]
-    keep = new >= 0
-    return Occurrences(occ.pos[keep], new[keep].astype(np.int32))
+def _join(pos: list[I64], cid: list[I32]) -> Occurrences:
+    if not pos:
+        return Occurrences(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32))
+    if len(pos) == 1:
+        return Occurrences(pos[0], cid[0])
+    return Occurrences(np.concatenate(pos), np.concatenate(cid))
 
 
 def occurrences_of(items: I32, rowend: I64, prev: Occurrences, index: CandidateIndex) -> Occurrences:
     """The occurrences of the candidates of ``index``, by extending ``prev`` (no counting)."""
-    m = index.has_extension(prev.sid)
-    pos_parts: list[I64] = []
-    cid_parts: list[I32] = []
-    for ext, s, it in extend(items, rowend, prev.pos[m], prev.sid[m]):
-        cid = index.find(s, it)
-        hit = cid >= 0
-        pos_parts.append(ext[hit])
-        cid_parts.append(cid[hit].astype(np.int32))
-    if not pos_parts:
-        return Occurrences(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32))
-    return Occurrences(np.concatenate(pos_parts), np.concatenate(cid_parts))
+    pos: list[I64] = []
+    cid: list[I32] = []
+    for p, c in matches(items, rowend, prev, index):
+        pos.append(p)
+        cid.append(c)
+    return _join(pos, cid)
 
 
 def pair_keys(items: I32, rowend: I64, n: int, limit: int = CHUNK) -> Iterator[I64]:
@@ -289,17 +290,28 @@ def pair_keys(items: I32, rowend: I64, n: int, limit: int = CHUNK) -> Iterator[I
         yield first.astype(np.int64) * n + second
 
 
-def pairs_triangular(items: I32, rowend: I64, n: int) -> I64:
+def pairs_triangular(items: I32, rowend: I64, n: int, wpos: F64 | None = None) -> I64:
     """Pair counts in a triangular matrix of ``n (n-1) / 2`` cells (the seed's approach 1)."""
     counts = np.zeros(n * (n - 1) // 2, dtype=np.int64)
-    for key in pair_keys(items, rowend, n):
-        i, j = np.divmod(key, n)
-        counts += np.bincount(tri_index(i, j, n), minlength=counts.shape[0])
+    pos = np.arange(items.shape[0], dtype=np.int64)
+    for ext, first, second in extend(items, rowend, pos, items):
+        counts += bincount(tri_index(first, second, n), counts.shape[0], None if wpos is None else wpos[ext])
     return counts
 
 
+def bincount(ids: npt.NDArray[np.integer], n: int, weights: F64 | None) -> I64:
+    """``np.bincount`` as int64, optionally weighted (weights are whole numbers, sums exact below 2^53)."""
+    if weights is None:
+        return np.bincount(ids, minlength=n).astype(np.int64, copy=False)
+    return np.bincount(ids, weights=weights, minlength=n).astype(np.int64)
+
+
 def pairs_triples(
-    items: I32, rowend: I64, n: int, admit: Callable[[I64], npt.NDArray[np.bool_]] | None = None
+    items: I32,
+    rowend: I64,
+    n: int,
+    admit: Callable[[I64], npt.NDArray[np.bool_]] | None = None,
+    wpos: F64 | None = None,
 ) -> tuple[I64, I64]:
     """Counts of the pairs that occur, as triples: ``(keys i*n+j sorted, counts)`` (approach 2).
 
@@ -309,23 +321,84 @@ def pairs_triples(
     """
     acc_keys = np.zeros(0, dtype=np.int64)
     acc_counts = np.zeros(0, dtype=np.int64)
-    for key in pair_keys(items, rowend, n):
+    pos = np.arange(items.shape[0], dtype=np.int64)
+    for ext, first, second in extend(items, rowend, pos, items):
+        key = first.astype(np.int64) * n + second
+        w = None if wpos is None else wpos[ext]
         if admit is not None:
-            key = key[admit(key)]
-        k, c = np.unique(key, return_counts=True)
-        acc_keys, acc_counts = merge_counts(acc_keys, acc_counts, k, c.astype(np.int64))
+            ok = admit(key)
+            key = key[ok]
+            w = None if w is None else w[ok]
+        k, c = weighted_unique(key, w)
+        acc_keys, acc_counts = merge_counts(acc_keys, acc_counts, k, c)
     return acc_keys, acc_counts
+
+
+def weighted_unique(keys: I64, weights: F64 | None) -> tuple[I64, I64]:
+    """Sorted distinct keys and their (weighted) number of occurrences."""
+    if weights is None:
+        k, c = np.unique(keys, return_counts=True)
+        return k.astype(np.int64), c.astype(np.int64)
+    return merge_counts(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), keys, weights.astype(np.int64))
 
 
 def merge_counts(k1: I64, c1: I64, k2: I64, c2: I64) -> tuple[I64, I64]:
     """Merge two sorted (key, count) tables, adding the counts of equal keys."""
-    if k1.shape[0] == 0:
-        return k2, c2
     keys = np.concatenate([k1, k2])
     counts = np.concatenate([c1, c2])
     order = np.argsort(keys, kind="stable")
     keys, counts = keys[order], counts[order]
+    if keys.shape[0] == 0:
+        return keys, counts
     start = np.ones(keys.shape[0], dtype=bool)
     start[1:] = keys[1:] != keys[:-1]
     idx = np.flatnonzero(start)
     return keys[idx], np.add.reduceat(counts, idx).astype(np.int64)
+
+
+def splitmix64(x: U64) -> U64:
+    """The splitmix64 finaliser: a well-mixed 64-bit value per input (wrapping arithmetic)."""
+    z = x + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def merge_identical(items: I32, indptr: I64) -> tuple[I32, I64, I64]:
+    """Merge identical baskets into one with a weight (counting a weighted basket once).
+
+    Baskets are hashed as sets (sum of per-item random 64-bit values), grouped by hash, and every
+    merge is verified item by item, so a hash collision never merges different baskets.
+
+    Returns:
+        ``(items, indptr, weights int64[baskets])`` of the distinct baskets, in first-seen order.
+    """
+    nb = indptr.shape[0] - 1
+    lens = np.diff(indptr)
+    if nb < 2 or (lens == 0).any():
+        return items, indptr, np.ones(nb, dtype=np.int64)
+    rnd = splitmix64(np.arange(int(items.max()) + 1, dtype=np.uint64))
+    h = np.add.reduceat(rnd[items], indptr[:-1]) ^ (lens.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+    order = np.argsort(h, kind="stable")
+    hs = h[order]
+    first = np.ones(nb, dtype=bool)
+    first[1:] = hs[1:] != hs[:-1]
+    rep = np.empty(nb, dtype=np.int64)
+    rep[order] = order[np.maximum.accumulate(np.where(first, np.arange(nb), 0))]
+    # verify: same length and same items as the representative, else stay separate
+    same = lens == lens[rep]
+    cand = np.flatnonzero(same & (rep != np.arange(nb)))
+    if cand.shape[0]:
+        a = expand(indptr[cand], lens[cand])
+        b = expand(indptr[rep[cand]], lens[cand])
+        seg = np.zeros(cand.shape[0], dtype=np.int64)
+        np.cumsum(lens[cand][:-1], out=seg[1:])
+        eq = np.logical_and.reduceat(items[a] == items[b], seg)
+        same[cand[~eq]] = False
+    rep = np.where(same, rep, np.arange(nb))
+    weights = np.bincount(rep, minlength=nb).astype(np.int64)
+    keep = np.flatnonzero(weights > 0)
+    new_lens = lens[keep]
+    new_indptr = np.zeros(keep.shape[0] + 1, dtype=np.int64)
+    np.cumsum(new_lens, out=new_indptr[1:])
+    return items[expand(indptr[keep], new_lens)], new_indptr, weights[keep]
