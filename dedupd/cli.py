@@ -133,12 +133,14 @@ def push(file: Any, fmt: str, id_prefix: str | None, wait: bool, timeout: float,
 
     def lines() -> Any:
         for line in file:
-            bar.update(len(line.encode("utf-8", "surrogatepass")))
+            if size is not None:
+                bar.update(len(line.encode("utf-8", "surrogatepass")))
             yield line
 
-    with click.progressbar(length=size, label=f"pushing {name}", file=sys.stderr,
-                           show_pos=size is None) as bar:
-        for item in parse_lines(lines(), fmt, prefix):
+    with click.progressbar(lines() if size is None else None, length=size, label=f"pushing {name}",
+                           file=sys.stderr) as bar:
+        source = bar if size is None else lines()
+        for item in parse_lines(source, fmt, prefix):
             if isinstance(item, BadLine):
                 bad += 1
                 click.echo(f"\n{name}:{item.line_no}: skipped: {item.reason}", err=True)
@@ -208,7 +210,7 @@ def check(max_age: float | None, **opts: Any) -> None:
     try:
         from dedupd.connection import connect
 
-        client = connect(settings)
+        client = connect(settings, start_embedded=False)
         live = live_consumers(client, Keys(settings.prefix), max_age)
     except DedupdError as exc:
         click.echo(f"unhealthy: {exc}")

