@@ -65,7 +65,8 @@ class MiningResult:
         algorithm: which algorithm produced it.
         passes: one report per pass.
         complete: False when itemsets may be missing (random sampling without a clean check).
-        warnings: what the caller must know (possible misses, fallbacks).
+        warnings: what the caller must know (possible misses, budget overruns).
+        notes: how the run went (choices made, failed Toivonen attempts).
     """
 
     vocab: tuple[str, ...]
@@ -76,6 +77,7 @@ class MiningResult:
     passes: list[PassReport] = field(default_factory=list)
     complete: bool = True
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def n_itemsets(self) -> int:
