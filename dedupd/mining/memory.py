@@ -95,14 +95,15 @@ def mine_within(
 ) -> MiningResult:
     """Mine with the algorithm :func:`plan` picks; warns when a pass still exceeded the budget."""
     p = plan(baskets, min_count, budget)
+    # passes k >= 3 count candidates in place (horizontal): bitmaps would not respect the budget
     if p.algorithm == "apriori":
-        result = apriori(baskets, min_count, max_size, progress)
+        result = apriori(baskets, min_count, max_size, progress, layout="horizontal")
     elif p.algorithm == "pcy":
-        result = pcy(baskets, min_count, max_size, progress, buckets=p.buckets)
+        result = pcy(baskets, min_count, max_size, progress, buckets=p.buckets, layout="horizontal")
     elif p.algorithm == "multihash":
-        result = multihash(baskets, min_count, max_size, progress, buckets=p.buckets)
+        result = multihash(baskets, min_count, max_size, progress, buckets=p.buckets, layout="horizontal")
     else:
-        result = multistage(baskets, min_count, max_size, progress, buckets=p.buckets)
+        result = multistage(baskets, min_count, max_size, progress, buckets=p.buckets, layout="horizontal")
     result.notes.append(f"--memory {budget}: {p.algorithm} ({p.reason})")
     over = [r for r in result.passes if r.nbytes > budget]
     if over:

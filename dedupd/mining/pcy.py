@@ -212,7 +212,7 @@ def multistage(baskets: Baskets, min_count: int, max_size: int | None = None, pr
     """Frequent itemsets by Multistage: ``stages`` hashing passes (the later ones 31/32 the size)."""
     if stages < 1:
         raise ConfigError(f"multistage needs at least one hashing stage; got {stages}")
-    plan = [[buckets]] + [[buckets * 31 // 32]] * (stages - 1)
+    plan = [[buckets]] + [[max(2, buckets * 31 // 32)]] * (stages - 1)
     return hashed_pairs("multistage", baskets, min_count, plan, buckets, max_size, progress, layout)
 
 
