@@ -27,7 +27,9 @@ after SIGTERM; 1 otherwise; 2 when the run could not be set up.
 Examples::
 
     .venv/bin/python scripts/quality.py --corpus debian
-    .venv/bin/python scripts/quality.py --corpus python --max-docs 6000
+    .venv/bin/python scripts/quality.py --corpus python                 # 5460 docs, ~1 min
+    .venv/bin/python scripts/quality.py --corpus python --max-docs 0    # all 28478 files, ~3.5 min
+    .venv/bin/python scripts/quality.py --corpus debian --env DEDUPD_SEED=16 --env DEDUPD_BANDS=21 --env DEDUPD_ROWS=6
     .venv/bin/python scripts/quality.py --corpus python --consumers 2 --env DEDUPD_BATCH_SIZE=512
     .venv/bin/python scripts/quality.py --corpus data/my.jsonl --keep
 """
@@ -153,6 +155,34 @@ def read_stream(client: redis.Redis, key: str, page: int = 5000) -> list[tuple[b
             return out
 
 
+# ----------------------------------------------------------------------------- analysis
+def distinct_set_pairs(pairs: list[tuple[int, int]], sets: list[Any]) -> int:
+    """How many different (set, set) combinations the pairs are: identical documents count once."""
+    key = {k: hash(sets[k].tobytes()) for pair in pairs for k in pair}
+    return len({tuple(sorted((key[i], key[j]))) for i, j in pairs})
+
+
+def summarize_misses(fn_pairs: list[tuple[int, int]], truth_j: dict[tuple[int, int], tuple[int, int]],
+                     sets: list[Any], threshold: str) -> dict[str, Any]:
+    """False negatives bucketed by exact Jaccard, and how many distinct set pairs they are."""
+    t = oracle.threshold_fraction(threshold)
+    edges = [float(t), 0.85, 0.9, 0.95, 1.0]
+    buckets: Counter[str] = Counter()
+    for p in fn_pairs:
+        inter, union = truth_j[p]
+        if inter * t.denominator == union * t.numerator:
+            buckets[f"={float(t):g}"] += 1
+            continue
+        jac = inter / union
+        for lo, hi in zip(edges, edges[1:]):
+            if lo <= jac < hi:
+                buckets[f"[{lo:g},{hi:g})"] += 1
+                break
+        else:
+            buckets["=1"] += 1
+    return {"by_jaccard": dict(sorted(buckets.items())), "distinct_set_pairs": distinct_set_pairs(fn_pairs, sets)}
+
+
 # ----------------------------------------------------------------------------- main
 def parse_env(items: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
@@ -171,7 +201,7 @@ def resolve_corpus(args: argparse.Namespace) -> Path:
             max_docs = DEFAULT_PYTHON_MAX_DOCS
         if max_docs == 0:
             max_docs = None
-        return corpora.ensure(args.corpus, max_docs=max_docs, limit=args.limit, seed=args.seed)
+        return corpora.ensure(args.corpus, max_docs=max_docs, limit=args.limit, seed=args.corpus_seed)
     path = Path(args.corpus)
     if not path.is_file():
         raise SetupError(f"--corpus is neither debian, python nor an existing file: {args.corpus}")
@@ -222,8 +252,9 @@ def run(args: argparse.Namespace) -> int:
         for k in range(args.consumers):
             logf = workdir / f"serve-{k}.log"
             with open(logf, "wb") as fh:
+                # own session: a signal to this script's process group does not reach the daemons
                 daemons.append((subprocess.Popen([dedupd, "serve"], env=env, stdout=fh,
-                                                 stderr=subprocess.STDOUT), logf))
+                                                 stderr=subprocess.STDOUT, start_new_session=True), logf))
         deadline = time.monotonic() + 60
         while (state := group_state(client)) is None or state["consumers"] < 1:
             for proc, logf in daemons:
@@ -343,6 +374,19 @@ def run(args: argparse.Namespace) -> int:
         show("false negatives", fn_pairs, reported=False)
         show("false positives", fp_pairs, reported=True)
         fn_dead = sum(1 for i, j in fn_pairs if ids[i] in dead_ids or ids[j] in dead_ids)
+        fn_summary = summarize_misses(fn_pairs, truth_j, sets, threshold)
+        if fn_pairs:
+            print(f"\nfalse negatives by exact J: {fn_summary['by_jaccard']}")
+            print(f"false negatives collapse to {fn_summary['distinct_set_pairs']} distinct pairs of shingle sets "
+                  f"(documents with identical sets miss together); true pairs: "
+                  f"{distinct_set_pairs(list(truth_j), sets)} distinct")
+        if args.dump:
+            dump = {
+                "false_negatives": [[ids[i], ids[j], truth_j[(i, j)][0], truth_j[(i, j)][1]] for i, j in fn_pairs],
+                "false_positives": [[ids[i], ids[j], found[(i, j)]] for i, j in fp_pairs],
+            }
+            args.dump.write_text(json.dumps(dump, indent=1))
+            log(f"false negatives/positives written to {args.dump}")
 
         # --- stop the daemons
         print()
@@ -372,6 +416,7 @@ def run(args: argparse.Namespace) -> int:
             "overrides": overrides, "verify": dict(verify_modes),
             "true_pairs": len(truth_j), "found_pairs": len(found), "tp": tp,
             "fp": len(fp_pairs), "fn": len(fn_pairs), "fn_involving_dead_letters": fn_dead,
+            "fn_by_jaccard": fn_summary["by_jaccard"], "fn_distinct_set_pairs": fn_summary["distinct_set_pairs"],
             "precision": round(precision, 6), "recall": round(recall, 6),
             "max_similarity_error": round(sim_err, 6),
             "alerts": len(raw_alerts), "dead_letters": dict(dead_codes), "anomalies": dict(anomalies),
@@ -412,7 +457,8 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"cap the built corpus with a fixed-seed sample; python defaults to "
                          f"{DEFAULT_PYTHON_MAX_DOCS} (0 = the whole corpus), debian to all")
     ap.add_argument("--limit", type=int, default=None, help="keep only the first N documents (smoke runs)")
-    ap.add_argument("--seed", type=int, default=corpora.DEFAULT_SEED, help="corpus sampling seed")
+    ap.add_argument("--corpus-seed", type=int, default=corpora.DEFAULT_SEED,
+                    help="corpus sampling seed (the MinHash seed is the daemon's: --env DEDUPD_SEED=N)")
     ap.add_argument("--shingle", default="word:3", help="DEDUPD_SHINGLE for daemon and oracle (default %(default)s)")
     ap.add_argument("--threshold", default="0.8", help="DEDUPD_THRESHOLD for daemon and oracle (default %(default)s)")
     ap.add_argument("--env", action="append", default=[], metavar="DEDUPD_K=V",
@@ -424,6 +470,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=1800, help="seconds to wait for the daemons to drain")
     ap.add_argument("--stop-timeout", type=float, default=60, help="seconds a daemon gets to exit after SIGTERM")
     ap.add_argument("--show", type=int, default=5, help="false negatives/positives to print (default %(default)s)")
+    ap.add_argument("--dump", type=Path, default=None,
+                    help="write every false negative/positive (ids, exact J or reported similarity) to this JSON file")
     ap.add_argument("--keep", action="store_true",
                     help="leave redis-server running and keep the temp dir (logs) for inspection")
     ap.add_argument("--dedupd", default=None, help="dedupd executable (default .venv/bin/dedupd, then PATH)")
