@@ -8,10 +8,10 @@ of ``bits(P) AND bits(c)``, and its support is the population count. A-Priori th
 columns of L_k for pass k+1. Which layout is cheaper is decided per pass by :func:`vertical_cost`.
 
 Worked example: baskets 0..4 of the seed; Beer is in baskets 1, 2, 3 (bits ``01110``), Bread in
-0, 1, 3 (``11010``); AND = ``01010`` has two bits: support {Beer, Bread} = 2.
+0, 1, 3 (``11010``) (of the items, only these two); AND = ``01010`` has two bits: support {Beer, Bread} = 2.
 
-    >>> bm = item_bitmaps(np.array([0, 1, 1, 0, 1, 0], dtype=np.int32),
-    ...                   np.array([0, 1, 3, 4, 6], dtype=np.int64), 2)
+    >>> bm = item_bitmaps(np.array([1, 0, 1, 0, 0, 1], dtype=np.int32),  # Beer = 0, Bread = 1
+    ...                   np.array([0, 1, 3, 4, 6, 6], dtype=np.int64), 2)
     >>> popcounts(bm[0:1] & bm[1:2]).tolist()
     [2]
 """
