@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dedupd.hashing import U64Array
-from dedupd.minhash import EMPTY, MinHasher
+from dedupd.minhash import EMPTY, make_hasher
 from dedupd.shingling import Shingler, Units
 from dedupd.spec import IndexSpec
 
@@ -25,9 +25,10 @@ class Fingerprint:
     """What the index keeps of a document."""
 
     shingles: U64Array  # sorted distinct shingle hashes
-    signature: npt.NDArray[np.uint32]
+    signature: npt.NDArray[np.uint32]  # what bands and estimates use
     tail: str  # last k-1 units, for appends
     n_units: int
+    raw: npt.NDArray[np.uint32]  # before densification (== signature for classic MinHash); stored
 
     @property
     def empty(self) -> bool:
@@ -51,7 +52,7 @@ class Fingerprinter:
     def __init__(self, spec: IndexSpec) -> None:
         self.spec = spec
         self.shingler = Shingler(spec.shingle_spec)
-        self.minhasher = MinHasher(spec.num_perm, spec.seed)
+        self.minhasher = make_hasher(spec.minhash, spec.num_perm, spec.seed)
         self.lsh = spec.lsh
 
     def compute(self, requests: Sequence[str | AppendTo]) -> list[Fingerprint]:
@@ -71,21 +72,29 @@ class Fingerprinter:
                 chunk_units = self.shingler.units(req.chunk)
                 units.append(self.shingler.append_units(req.old.tail, req.old.n_units, req.chunk)
                              if len(chunk_units) else Units([], ""))
-        hashes, offsets = self.shingler.hash_sets(units)
-        sigs = self.minhasher.signatures(hashes, offsets)
+        hashes, offsets = self.shingler.hash_sets(units, distinct=True)
+        raws = self.minhasher.signatures(hashes, offsets, densify=False)
+        for i, req in enumerate(requests):  # an append: the union's raw signature is the minimum
+            if not isinstance(req, str) and req.old.n_units >= k and len(units[i]):
+                raws[i] = np.minimum(raws[i], req.old.raw)
+        sigs = self.minhasher.densify(raws) if len(requests) else raws
         out: list[Fingerprint] = []
         for i, req in enumerate(requests):
             sh = hashes[offsets[i] : offsets[i + 1]]
             if isinstance(req, str) or req.old.n_units < k:
-                out.append(Fingerprint(sh, sigs[i], units[i].tail(k), len(units[i])))
+                out.append(Fingerprint(sh, sigs[i], units[i].tail(k), len(units[i]), raws[i]))
             elif len(units[i]) == 0:  # nothing new
                 out.append(req.old)
             else:
                 old = req.old
                 added = len(units[i]) - (k - 1)
-                out.append(Fingerprint(np.union1d(old.shingles, sh), np.minimum(old.signature, sigs[i]),
-                                       units[i].tail(k), old.n_units + added))
+                out.append(Fingerprint(np.union1d(old.shingles, sh), sigs[i], units[i].tail(k),
+                                       old.n_units + added, raws[i]))
         return out
+
+    def from_raw(self, shingles: U64Array, raw: npt.NDArray[np.uint32], tail: str, n_units: int) -> Fingerprint:
+        """A stored document's fingerprint (its signature densified from the stored raw one)."""
+        return Fingerprint(shingles, self.minhasher.densify(raw), tail, n_units, raw)
 
     def band_hashes(self, fps: Sequence[Fingerprint]) -> U64Array:
         """Band hashes, shape (len(fps), bands)."""

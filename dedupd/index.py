@@ -19,7 +19,7 @@ import numpy as np
 
 from dedupd import lua
 from dedupd.errors import ConfigError
-from dedupd.fingerprint import Fingerprint
+from dedupd.fingerprint import Fingerprint, Fingerprinter
 from dedupd.hashing import U64Array
 from dedupd.keys import Keys
 from dedupd.minhash import SIG_DTYPE
@@ -53,7 +53,7 @@ class DocWrite:
 def encode_record(doc_id: str, fp: Fingerprint, entry_id: str, source: str | None, shingles: bool) -> dict[str, Any]:
     rec: dict[str, Any] = {
         "id": doc_id,
-        "sig": fp.signature.astype(SIG_DTYPE, copy=False).tobytes(),
+        "sig": fp.raw.astype(SIG_DTYPE, copy=False).tobytes(),
         "tail": fp.tail,
         "n": fp.n_units,
         "in": entry_id,
@@ -64,8 +64,9 @@ def encode_record(doc_id: str, fp: Fingerprint, entry_id: str, source: str | Non
     return rec
 
 
-def decode_record(num: int, raw: Sequence[bytes | None], num_perm: int) -> Record | None:
+def decode_record(num: int, raw: Sequence[bytes | None], fingerprinter: Fingerprinter) -> Record | None:
     """Decode HMGET id sig tail n in src sh."""
+    num_perm = fingerprinter.spec.num_perm
     doc_id, sig, tail, n, entry_id, src, sh = raw
     if doc_id is None or sig is None:
         return None
@@ -74,7 +75,7 @@ def decode_record(num: int, raw: Sequence[bytes | None], num_perm: int) -> Recor
         raise ConfigError(f"document record {num} has a signature of {signature.shape[0]} values, the index "
                           f"{num_perm}: the index is inconsistent; run `dedupd rebuild`")
     shingles: U64Array = np.frombuffer(sh, dtype=_SH_DTYPE).astype(np.uint64) if sh else np.zeros(0, np.uint64)
-    fp = Fingerprint(shingles, signature, (tail or b"").decode(), int(n or 0))
+    fp = fingerprinter.from_raw(shingles, signature, (tail or b"").decode(), int(n or 0))
     return Record(num, doc_id.decode(), fp, (entry_id or b"").decode(), (src or b"").decode() or None)
 
 
@@ -90,6 +91,7 @@ class Index:
         self.spec = spec
         self.generation = generation
         self.store_shingles = store_shingles
+        self.fingerprinter = Fingerprinter(spec)
         self._resolve = client.register_script(lua.RESOLVE_IDS)
         self._forget = client.register_script(lua.FORGET_ID)
 
@@ -136,7 +138,7 @@ class Index:
         for n, raw in zip(nums, pipe.execute(), strict=True):
             if not with_shingles:
                 raw = [*raw, None]
-            out[n] = decode_record(n, raw, self.spec.num_perm)
+            out[n] = decode_record(n, raw, self.fingerprinter)
         return out
 
     def band_keys(self, band_hashes: U64Array) -> list[str]:

@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dedupd.errors import ConfigError
-from dedupd.hashing import U64, U64Array
+from dedupd.hashing import U64, U64Array, fmix64
 
 MERSENNE61 = (1 << 61) - 1
 _P = U64(MERSENNE61)
@@ -138,10 +138,15 @@ class MinHasher:
     def num_perm(self) -> int:
         return self.family.num_perm
 
-    def signatures(self, hashes: U64Array, offsets: npt.NDArray[np.int64]) -> npt.NDArray[np.uint32]:
+    def signatures(self, hashes: U64Array, offsets: npt.NDArray[np.int64], densify: bool = True
+                   ) -> npt.NDArray[np.uint32]:
         """Signatures of many documents: shape (n_docs, num_perm) uint32 (all ``EMPTY`` for no shingles)."""
         raw = minhash_matrix(self.family.reduce(hashes), offsets, self.family)
         return (raw >> U64(29)).astype(SIG_DTYPE)
+
+    def densify(self, raw: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint32]:
+        """Classic signatures have no empty position: the identity."""
+        return raw
 
     def signature(self, hashes: U64Array) -> npt.NDArray[np.uint32]:
         """Signature of one document."""
@@ -160,3 +165,81 @@ def estimate(sig_a: npt.NDArray[np.uint32], sig_b: npt.NDArray[np.uint32]) -> fl
             "they were made with different num_perm and cannot be compared"
         )
     return float(np.count_nonzero(sig_a == sig_b)) / sig_a.shape[-1]
+
+
+class OnePermHasher:
+    """One-permutation hashing with optimal densification (rensa's OptDensMinHash does the same).
+
+    Each shingle is hashed once: the top 32 bits of a seeded 64-bit mix pick one of ``num_perm`` bins,
+    the low 32 bits are its value, and each bin keeps its minimum (Li, Owen & Zhang 2012). Empty bins
+    borrow the value of a non-empty bin chosen by a fixed probe sequence that depends only on the bin
+    and the attempt (Shrivastava 2017), so two documents borrow alike and P[bin agrees] stays the
+    Jaccard similarity. Cost: O(shingles + num_perm) per document instead of O(shingles * num_perm).
+    """
+
+    __slots__ = ("num_perm", "_salt")
+
+    def __init__(self, num_perm: int, seed: int) -> None:
+        if num_perm < 1:
+            raise ConfigError("num_perm must be at least 1")
+        self.num_perm = num_perm
+        self._salt = U64(int(HashFamily.seeded(1, seed).a[0]))
+
+    def signatures(self, hashes: U64Array, offsets: npt.NDArray[np.int64], densify: bool = True
+                   ) -> npt.NDArray[np.uint32]:
+        """Signatures of many documents: shape (n_docs, num_perm) uint32 (all ``EMPTY`` for no shingles).
+
+        With ``densify=False`` empty bins stay ``EMPTY``: such raw signatures combine by element-wise
+        minimum (an append), and :meth:`densify` then gives the signature of the union.
+        """
+        n_docs, k = len(offsets) - 1, self.num_perm
+        mixed = fmix64(hashes ^ self._salt)
+        bins = ((mixed >> U64(32)) * U64(k)) >> U64(32)
+        values = (mixed & _M32).astype(SIG_DTYPE)
+        doc = np.repeat(np.arange(n_docs, dtype=np.int64), np.diff(offsets))
+        flat = np.full(n_docs * k, EMPTY, dtype=SIG_DTYPE)
+        np.minimum.at(flat, doc * k + bins.astype(np.int64), values)
+        sig = flat.reshape(n_docs, k)
+        return self.densify(sig) if densify else sig
+
+    def densify(self, raw: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint32]:
+        """Fill the empty bins of raw signatures (shape (n, num_perm) or (num_perm,)); returns a new array."""
+        sig = np.array(raw, dtype=SIG_DTYPE, ndmin=2, copy=True)
+        self._fill(sig)
+        return sig if raw.ndim == 2 else sig[0]
+
+    def _fill(self, sig: npt.NDArray[np.uint32]) -> None:
+        k = self.num_perm
+        has_any = (sig != EMPTY).any(axis=1)
+        rows, cols = np.nonzero((sig == EMPTY) & has_any[:, None])
+        if rows.size == 0:
+            return
+        original = sig.copy()
+        attempt = 0
+        while rows.size and attempt < 32 * k:
+            attempt += 1
+            probe = fmix64((cols.astype(np.uint64) << U64(32)) | U64(attempt)) ^ self._salt
+            donor = (fmix64(probe) % U64(k)).astype(np.int64)
+            got = original[rows, donor]
+            ok = got != EMPTY
+            sig[rows[ok], cols[ok]] = got[ok]
+            rows, cols = rows[~ok], cols[~ok]
+        for r, c in zip(rows.tolist(), cols.tolist(), strict=True):  # astronomically rare: nearest to the right
+            nonempty = np.flatnonzero(original[r] != EMPTY)
+            sig[r, c] = original[r, nonempty[np.searchsorted(nonempty, c) % nonempty.size]]
+
+    def signature(self, hashes: U64Array) -> npt.NDArray[np.uint32]:
+        """Signature of one document."""
+        return self.signatures(hashes, np.array([0, hashes.shape[0]], dtype=np.int64))[0]
+
+
+SCHEMES = ("classic", "oph")
+
+
+def make_hasher(scheme: str, num_perm: int, seed: int) -> MinHasher | OnePermHasher:
+    """The signature scheme by name: ``classic`` (K permutations) or ``oph`` (one permutation)."""
+    if scheme == "classic":
+        return MinHasher(num_perm, seed)
+    if scheme == "oph":
+        return OnePermHasher(num_perm, seed)
+    raise ConfigError(f"unknown minhash scheme {scheme!r}: use one of {', '.join(SCHEMES)}")

@@ -86,7 +86,7 @@ class Processor:
         self.settings = settings
         self.index = index
         self.keys: Keys = index.keys
-        self.fingerprinter = Fingerprinter(index.spec)
+        self.fingerprinter = index.fingerprinter
         self._emit = client.register_script(lua.EMIT_ONCE)
         self._union = client.register_script(lua.UNION_FIND)
 

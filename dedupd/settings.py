@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     shingle: str = Field("word:3", description="word:K or char:K")
     num_perm: int = Field(128, ge=8, le=1024, description="MinHash signature length")
     seed: int = Field(1, ge=0, lt=2**32, description="seed of the MinHash hash family")
+    minhash: Literal["oph", "classic"] = Field(
+        "oph", description="signature scheme: one-permutation hashing with densification, or K permutations"
+    )
     threshold: float = Field(0.8, gt=0.0, lt=1.0, description="Jaccard threshold for an alert")
     bands: int | None = Field(None, ge=1, description="explicit number of LSH bands")
     rows: int | None = Field(None, ge=1, description="explicit rows per band")

@@ -33,6 +33,9 @@ from dedupd.settings import ShingleSpec
 
 _WORD_RE = re.compile(r"\w+")
 _WS_RE = re.compile(r"\s+")
+_ASCII_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+# bytes.translate table: ASCII non-word characters become spaces (for ASCII text, ``\w+`` == split()).
+_ASCII_TABLE = bytes(c if c in _ASCII_WORD or c >= 128 else 32 for c in range(256))
 _WHOLE_TEXT_SALT = U64(0x9E3779B97F4A7C15)
 _MEMO_LIMIT = 2_000_000
 
@@ -42,21 +45,22 @@ def normalize(text: str) -> str:
     return _WS_RE.sub(" ", unicodedata.normalize("NFKC", text).lower()).strip()
 
 
-class _WordHashes(dict[str, int]):
-    """Memo of word -> xxh3_64; ``map(memo.__getitem__, words)`` stays in C for known words."""
+class _WordHashes(dict[str | bytes, int]):
+    """Memo of word -> xxh3_64 of its UTF-8; ``map(memo.__getitem__, words)`` stays in C for known words."""
 
-    def __missing__(self, word: str) -> int:
-        h = xxhash.xxh3_64_intdigest(word.encode("utf-8", "surrogatepass"))
+    def __missing__(self, word: str | bytes) -> int:
+        data = word if isinstance(word, bytes) else word.encode("utf-8", "surrogatepass")
+        h = xxhash.xxh3_64_intdigest(data)
         self[word] = h
         return h
 
 
 @dataclass(frozen=True, slots=True)
 class Units:
-    """The units of one normalised text: a word list or a string of characters."""
+    """The units of one normalised text: a word list (str, or bytes for ASCII text) or a string of characters."""
 
-    values: list[str] | str
-    text: str  # the normalised text
+    values: list[str] | list[bytes] | str
+    text: str  # the normalised text when it has no word (word mode), else may be ""
 
     def __len__(self) -> int:
         return len(self.values)
@@ -66,7 +70,9 @@ class Units:
         if k <= 1:
             return ""
         last = self.values[-(k - 1) :]
-        return " ".join(last) if isinstance(last, list) else last
+        if isinstance(last, str):
+            return last
+        return " ".join(w.decode() if isinstance(w, bytes) else w for w in last)
 
 
 class Shingler:
@@ -81,10 +87,16 @@ class Shingler:
     # ----- units -----
     def units(self, text: str) -> Units:
         """Normalise a text and cut it into units."""
-        norm = normalize(text)
-        if self.spec.unit == "word":
-            return Units(_WORD_RE.findall(norm), norm)
-        return Units(norm, norm)
+        if self.spec.unit == "char":
+            norm = normalize(text)
+            return Units(norm, norm)
+        low = unicodedata.normalize("NFKC", text).lower()
+        words: list[str] | list[bytes]
+        if low.isascii():
+            words = low.encode("ascii").translate(_ASCII_TABLE).split()
+        else:
+            words = _WORD_RE.findall(low)
+        return Units(words, "" if words else " ".join(low.split()))
 
     def append_units(self, tail: str, n_old: int, chunk: str) -> Units:
         """Units for the shingles an append adds: the stored tail, then the chunk's units.
@@ -93,8 +105,8 @@ class Shingler:
         """
         new = self.units(chunk)
         if self.spec.unit == "word":
-            words = tail.split(" ") if tail else []
-            return Units(words + list(new.values), new.text)
+            words: list[str | bytes] = list(tail.split(" ")) if tail else []
+            return Units(words + list(new.values), new.text)  # type: ignore[arg-type]
         joined = (tail + " " + new.text) if (tail and new.text) else (tail or new.text)
         return Units(joined, joined)
 
@@ -113,63 +125,74 @@ class Shingler:
         hashes, offsets = self.hash_sets([self.units(text)])
         return hashes[offsets[0] : offsets[1]]
 
-    def hash_sets(self, docs: Sequence[Units]) -> tuple[U64Array, npt.NDArray[np.int64]]:
-        """Sorted distinct shingle hashes of many documents at once.
+    def hash_sets(self, docs: Sequence[Units], distinct: bool = True) -> tuple[U64Array, npt.NDArray[np.int64]]:
+        """Shingle hashes of many documents at once.
 
         Args:
             docs: the units of each document (see :meth:`units`).
+            distinct: sort each document's hashes and drop repeats (MinHash does not need it).
 
         Returns:
             ``(hashes, offsets)``: document i's hashes are ``hashes[offsets[i]:offsets[i+1]]``.
         """
         k = self.spec.k
-        lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
+        n_docs = len(docs)
+        lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=n_docs)
         parts = [self.unit_hashes(d) for d in docs]
         units = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
-        starts = np.zeros(len(docs) + 1, dtype=np.int64)
+        starts = np.zeros(n_docs + 1, dtype=np.int64)
         np.cumsum(lengths, out=starts[1:])
         n = units.shape[0]
         padded = np.concatenate([units, np.zeros(k, dtype=np.uint64)])
 
-        # Full k-windows that stay inside their document.
-        doc_of = np.repeat(np.arange(len(docs), dtype=np.int64), lengths)
-        pos = np.arange(n, dtype=np.int64) - starts[:-1][doc_of]
-        full = pos <= (lengths[doc_of] - k)
+        # Full k-windows that stay inside their document, in document order.
         acc = np.full(n, U64(k), dtype=np.uint64)
         for j in range(k):
             acc += padded[j : j + n] * POSITION_MULTIPLIERS[j]
-        win_hash = acc[full]
-        win_doc = doc_of[full]
+        n_full = np.maximum(lengths - k + 1, 0)
+        if k > 1 and n:
+            doc_of = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
+            full = (np.arange(n, dtype=np.int64) - starts[:-1][doc_of]) < n_full[doc_of]
+            win = acc[full]
+        else:
+            win = acc
 
-        # Documents shorter than k units: one shingle of all their units.
+        # One extra shingle for texts shorter than k units (all their units), or with no unit but some
+        # characters (word mode, e.g. "!!!": the whole normalised text).
         short = np.flatnonzero((lengths > 0) & (lengths < k))
-        if short.size:
-            s_len = lengths[short]
-            s_acc = s_len.astype(np.uint64)
-            for j in range(k - 1):
-                term = padded[starts[short] + j] * POSITION_MULTIPLIERS[j]
-                s_acc = s_acc + np.where(j < s_len, term, U64(0))
-            win_hash = np.concatenate([win_hash, s_acc])
-            win_doc = np.concatenate([win_doc, short])
-
-        # Texts with no unit but some characters (word mode, e.g. "!!!"): the whole text.
-        empty = [i for i, d in enumerate(docs) if len(d) == 0 and d.text]
-        if empty:
-            whole = np.array(
-                [xxhash.xxh3_64_intdigest(docs[i].text.encode("utf-8", "surrogatepass")) for i in empty],
-                dtype=np.uint64,
-            )
-            win_hash = np.concatenate([win_hash, whole ^ _WHOLE_TEXT_SALT])
-            win_doc = np.concatenate([win_doc, np.array(empty, dtype=np.int64)])
-
-        fmix64(win_hash, out=win_hash)
-        order = np.lexsort((win_hash, win_doc))
-        win_hash, win_doc = win_hash[order], win_doc[order]
-        keep = np.ones(win_hash.shape[0], dtype=bool)
-        keep[1:] = (win_hash[1:] != win_hash[:-1]) | (win_doc[1:] != win_doc[:-1])
-        win_hash, win_doc = win_hash[keep], win_doc[keep]
-        offsets = np.searchsorted(win_doc, np.arange(len(docs) + 1, dtype=np.int64), side="left")
-        return win_hash, offsets.astype(np.int64)
+        whole = [i for i, d in enumerate(docs) if len(d) == 0 and d.text]
+        counts = n_full.copy()
+        counts[short] = 1
+        counts[whole] = 1
+        offsets = np.zeros(n_docs + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        out = np.empty(int(offsets[-1]), dtype=np.uint64)
+        if short.size or whole:
+            extra_doc = np.zeros(n_docs, dtype=bool)
+            extra_doc[short] = True
+            extra_doc[whole] = True
+            out[np.repeat(~extra_doc, counts)] = win
+            if short.size:
+                s_len = lengths[short]
+                s_acc = s_len.astype(np.uint64)
+                for j in range(k - 1):
+                    term = padded[starts[short] + j] * POSITION_MULTIPLIERS[j]
+                    s_acc = s_acc + np.where(j < s_len, term, U64(0))
+                out[offsets[short]] = s_acc
+            if whole:
+                out[offsets[whole]] = np.array(
+                    [xxhash.xxh3_64_intdigest(docs[i].text.encode("utf-8", "surrogatepass")) for i in whole],
+                    dtype=np.uint64) ^ _WHOLE_TEXT_SALT
+        else:
+            out[:] = win
+        fmix64(out, out=out)
+        if not distinct:
+            return out, offsets
+        uniq = [np.unique(out[offsets[i] : offsets[i + 1]]) for i in range(n_docs)]
+        sizes = np.fromiter((u.shape[0] for u in uniq), dtype=np.int64, count=n_docs)
+        offsets = np.zeros(n_docs + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        return (np.concatenate(uniq) if uniq else out[:0]), offsets
 
 
 def jaccard(a: U64Array, b: U64Array) -> float:

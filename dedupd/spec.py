@@ -7,9 +7,10 @@ from dataclasses import asdict, dataclass
 
 from dedupd.errors import ConfigError, ParameterMismatchError
 from dedupd.lsh import LSHParams
+from dedupd.minhash import SCHEMES
 from dedupd.settings import Settings, ShingleSpec
 
-SCHEME = "minhash-m61-top32-v1"  # hash family, shingle hashing and band hashing version
+SCHEME = "v1"  # version of shingle hashing, signature schemes and band hashing
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,10 +22,13 @@ class IndexSpec:
     seed: int
     bands: int
     rows: int
+    minhash: str = "oph"
     scheme: str = SCHEME
 
     def __post_init__(self) -> None:
         ShingleSpec.parse(self.shingle)
+        if self.minhash not in SCHEMES:
+            raise ConfigError(f"unknown minhash scheme {self.minhash!r}: use one of {', '.join(SCHEMES)}")
         LSHParams(self.bands, self.rows).check(self.num_perm)
 
     @classmethod
@@ -34,7 +38,7 @@ class IndexSpec:
             lsh = LSHParams(settings.bands, settings.rows)
         else:
             lsh = LSHParams.choose(settings.threshold, settings.num_perm, settings.fp_weight, settings.fn_weight)
-        return cls(settings.shingle, settings.num_perm, settings.seed, lsh.bands, lsh.rows)
+        return cls(settings.shingle, settings.num_perm, settings.seed, lsh.bands, lsh.rows, settings.minhash)
 
     @property
     def shingle_spec(self) -> ShingleSpec:
@@ -58,7 +62,7 @@ class IndexSpec:
         """Raise a ParameterMismatchError naming every differing parameter and `dedupd rebuild`."""
         diffs = [
             f"{name}: index has {getattr(stored, name)!r}, settings ask for {getattr(self, name)!r}"
-            for name in ("shingle", "num_perm", "seed", "bands", "rows", "scheme")
+            for name in ("shingle", "num_perm", "seed", "bands", "rows", "minhash", "scheme")
             if getattr(stored, name) != getattr(self, name)
         ]
         if diffs:

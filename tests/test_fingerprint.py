@@ -9,6 +9,7 @@ from dedupd.fingerprint import AppendTo, Fingerprinter
 from dedupd.spec import IndexSpec
 
 
+@pytest.mark.parametrize("minhash", ["oph", "classic"])
 @pytest.mark.parametrize("shingle", ["word:3", "char:4", "word:1"])
 @pytest.mark.parametrize(
     ("old", "chunks"),
@@ -19,8 +20,8 @@ from dedupd.spec import IndexSpec
         ("", ["starts empty and grows"]),
     ],
 )
-def test_append_equals_upsert_of_concatenation(shingle: str, old: str, chunks: list[str]) -> None:
-    fpr = Fingerprinter(IndexSpec(shingle, 64, 5, 8, 8))
+def test_append_equals_upsert_of_concatenation(shingle: str, old: str, chunks: list[str], minhash: str) -> None:
+    fpr = Fingerprinter(IndexSpec(shingle, 64, 5, 8, 8, minhash))
     fp = fpr.compute([old])[0]
     text = old
     for chunk in chunks:
@@ -28,6 +29,7 @@ def test_append_equals_upsert_of_concatenation(shingle: str, old: str, chunks: l
         text = text + "\n" + chunk
         full = fpr.compute([text])[0]
         assert np.array_equal(fp.signature, full.signature)
+        assert np.array_equal(fp.raw, full.raw)
         assert np.array_equal(fp.shingles, full.shingles)
         assert fp.tail == full.tail
 

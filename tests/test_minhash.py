@@ -10,7 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dedupd.errors import ConfigError
-from dedupd.minhash import EMPTY, MERSENNE61, HashFamily, MinHasher, estimate, minhash_matrix
+from dedupd.minhash import (
+    EMPTY,
+    MERSENNE61,
+    HashFamily,
+    MinHasher,
+    OnePermHasher,
+    estimate,
+    make_hasher,
+    minhash_matrix,
+)
 
 
 def test_seed_worked_example() -> None:
@@ -87,3 +96,40 @@ def test_family_validation() -> None:
         HashFamily(np.array([1], np.uint64), np.array([1, 2], np.uint64), 5)
     with pytest.raises(ConfigError):
         HashFamily(np.array([1], np.uint64), np.array([1], np.uint64), 2**40)
+
+
+def test_oph_estimate_within_expected_error() -> None:
+    """One-permutation hashing with densification: small and large sets, unbiased, near classic error."""
+    rng = np.random.default_rng(11)
+    oph = OnePermHasher(128, 4)
+    for size in (8, 40, 400, 4000):
+        errors = []
+        for _ in range(40):
+            u = rng.integers(0, 2**63, size=2 * size, dtype=np.uint64)
+            a = u[:size]
+            b = np.concatenate([u[: int(size * 0.85)], u[size : size + int(size * 0.15)]])
+            j = np.intersect1d(a, b).size / np.union1d(a, b).size
+            errors.append(estimate(oph.signature(a), oph.signature(b)) - j)
+        err = np.array(errors)
+        assert abs(err.mean()) < 0.03, size
+        assert np.sqrt((err**2).mean()) < 0.07, size
+
+
+def test_oph_raw_signatures_combine_by_minimum() -> None:
+    """densify(min(raw(A), raw(B))) is the signature of A | B: what an append relies on."""
+    oph = OnePermHasher(64, 2)
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 2**63, size=10, dtype=np.uint64)
+    b = rng.integers(0, 2**63, size=7, dtype=np.uint64)
+    raw = oph.signatures(np.concatenate([a, b]), np.array([0, 10, 17]), densify=False)
+    assert (raw == EMPTY).any()  # 10 shingles cannot fill 64 bins
+    union = oph.signature(np.concatenate([a, b]))
+    assert np.array_equal(oph.densify(np.minimum(raw[0], raw[1])), union)
+    assert not (union == EMPTY).any()
+
+
+def test_make_hasher() -> None:
+    assert isinstance(make_hasher("oph", 8, 1), OnePermHasher)
+    assert isinstance(make_hasher("classic", 8, 1), MinHasher)
+    with pytest.raises(ConfigError, match="unknown minhash scheme"):
+        make_hasher("lsh", 8, 1)
