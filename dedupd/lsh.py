@@ -59,7 +59,7 @@ class LSHParams:
             )
 
     @classmethod
-    def choose(cls, threshold: float, num_perm: int, fp_weight: float = 0.01, fn_weight: float = 0.99) -> LSHParams:
+    def choose(cls, threshold: float, num_perm: int, fp_weight: float = 0.001, fn_weight: float = 0.999) -> LSHParams:
         """The banding with the least weighted false-positive + false-negative area.
 
         Args:

@@ -75,8 +75,8 @@ class Settings(BaseSettings):
     threshold: float = Field(0.8, gt=0.0, lt=1.0, description="Jaccard threshold for an alert")
     bands: int | None = Field(None, ge=1, description="explicit number of LSH bands")
     rows: int | None = Field(None, ge=1, description="explicit rows per band")
-    fp_weight: float = Field(0.01, ge=0.0, le=1.0, description="weight of false positives when choosing bands")
-    fn_weight: float = Field(0.99, ge=0.0, le=1.0, description="weight of false negatives when choosing bands")
+    fp_weight: float = Field(0.001, ge=0.0, le=1.0, description="weight of false positives when choosing bands")
+    fn_weight: float = Field(0.999, ge=0.0, le=1.0, description="weight of false negatives when choosing bands")
     verify: Literal["signature", "exact"] = Field("exact", description="how LSH candidates are verified")
 
     # consumer
