@@ -104,13 +104,14 @@ class Baskets:
     def from_lists(cls, baskets: Sequence[Sequence[str]]) -> Baskets:
         """Build from Python lists of item names (duplicates within a basket count once).
 
-        Ids are given in ascending order of frequency (ties broken by name), so output is
-        deterministic for a given input.
+        Ids are given in ascending order of frequency (ties broken by first appearance), so
+        output is deterministic for a given input.
         """
         flat = list(chain.from_iterable(baskets))
         lengths = np.fromiter(map(len, baskets), dtype=np.int64, count=len(baskets))
-        names = sorted(set(flat))
-        index = {name: i for i, name in enumerate(names)}
+        index = dict.fromkeys(flat, 0)
+        names = list(index)
+        index = dict(zip(names, range(len(names)), strict=True))
         raw = np.fromiter(map(index.__getitem__, flat), dtype=np.int32, count=len(flat))
         return cls.from_ids(lengths, raw, names)
 
@@ -119,7 +120,7 @@ class Baskets:
         """Build from basket lengths and a flat array of ids into ``names`` (any order, duplicates ok)."""
         n_names = len(names)
         occurrences = np.bincount(raw, minlength=n_names)
-        # ascending frequency, ties by name (names are sorted, so by the old id): a stable argsort
+        # ascending frequency, ties by the old id: a stable argsort
         order = np.argsort(occurrences, kind="stable").astype(np.int32)
         rank = np.empty(n_names, dtype=np.int32)
         rank[order] = np.arange(n_names, dtype=np.int32)
@@ -133,7 +134,7 @@ class Baskets:
         kept_rows = key // np.int64(max(n_names, 1))
         indptr = np.zeros(lengths.shape[0] + 1, dtype=np.int64)
         np.cumsum(np.bincount(kept_rows, minlength=lengths.shape[0]), out=indptr[1:])
-        vocab = tuple(names[int(i)] for i in order)
+        vocab = tuple(np.array(names, dtype=object)[order].tolist())
         counts = np.bincount(items, minlength=n_names).astype(np.int64)
         return cls(indptr, items, vocab, counts)
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dedupd.mining.counting import find_rows, segment_pairs
+from dedupd.mining.counting import RowLookup, find_rows, segment_pairs
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -71,12 +71,13 @@ def apriori_gen(prev: I32) -> Candidates:
     sets[:, w] = prev[b, w - 1]
     keep = np.ones(a.shape[0], dtype=bool)
     # the subsets dropping position w-1 or w are prev[b] and prev[a]; check the other k-2
+    lookup = RowLookup(prev) if w > 1 else None
     for d in range(w - 1):
-        if not keep.any():
+        if not keep.any() or lookup is None:
             break
         live = np.flatnonzero(keep)
         sub = np.delete(sets[live], d, axis=1)
-        keep[live[find_rows(prev, sub) < 0]] = False
+        keep[live[lookup.find(sub) < 0]] = False
     return Candidates(sets[keep], a[keep], sets[keep, w].copy())
 
 

@@ -118,25 +118,40 @@ def row_hash(rows: I32) -> U64:
     return h
 
 
+class RowLookup:
+    """Exact lookup of rows in a table of itemsets (hash, sort once; verify every hit)."""
+
+    __slots__ = ("hashes", "order", "table")
+
+    def __init__(self, table: I32) -> None:
+        self.table = table
+        th = row_hash(table)
+        self.order = np.argsort(th, kind="stable")
+        self.hashes = th[self.order]
+
+    def find(self, queries: I32) -> I64:
+        """Index of each query row in the table, or -1 when absent."""
+        table, sh = self.table, self.hashes
+        if table.shape[0] == 0 or queries.shape[0] == 0:
+            return np.full(queries.shape[0], -1, dtype=np.int64)
+        qh = row_hash(queries)
+        at = np.minimum(np.searchsorted(sh, qh), sh.shape[0] - 1)
+        idx = self.order[at].astype(np.int64)
+        same_hash = sh[at] == qh
+        ok = same_hash & (table[idx] == queries).all(axis=1)
+        idx[~ok] = -1
+        # a hash collision between two different table rows could hide a match: check those exactly
+        suspect = (~ok) & same_hash
+        if suspect.any():
+            exact = {tuple(r): i for i, r in enumerate(table.tolist())}
+            for q in np.flatnonzero(suspect).tolist():
+                idx[q] = exact.get(tuple(queries[q].tolist()), -1)
+        return idx
+
+
 def find_rows(table: I32, queries: I32) -> I64:
     """Index of each query row in ``table`` (rows of equal width), or -1 when absent."""
-    if table.shape[0] == 0 or queries.shape[0] == 0:
-        return np.full(queries.shape[0], -1, dtype=np.int64)
-    th = row_hash(table)
-    order = np.argsort(th, kind="stable")
-    sh = th[order]
-    qh = row_hash(queries)
-    at = np.minimum(np.searchsorted(sh, qh), sh.shape[0] - 1)
-    idx = order[at].astype(np.int64)
-    ok = (sh[at] == qh) & (table[idx] == queries).all(axis=1)
-    idx[~ok] = -1
-    # a hash collision between two different table rows could hide a match: check those exactly
-    suspect = (~ok) & (sh[at] == qh)
-    if suspect.any():
-        exact = {tuple(r): i for i, r in enumerate(table.tolist())}
-        for q in np.flatnonzero(suspect).tolist():
-            idx[q] = exact.get(tuple(queries[q].tolist()), -1)
-    return idx
+    return RowLookup(table).find(queries)
 
 
 @dataclass(frozen=True, slots=True)
