@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dedupd import lua
 from dedupd.errors import ConfigError
@@ -64,19 +65,32 @@ def encode_record(doc_id: str, fp: Fingerprint, entry_id: str, source: str | Non
     return rec
 
 
-def decode_record(num: int, raw: Sequence[bytes | None], fingerprinter: Fingerprinter) -> Record | None:
-    """Decode HMGET id sig tail n in src sh."""
+def decode_records(nums: Sequence[int], replies: Sequence[Sequence[bytes | None]], fingerprinter: Fingerprinter
+                   ) -> dict[int, Record | None]:
+    """Decode HMGET id sig tail n in src sh replies (signatures densified together)."""
     num_perm = fingerprinter.spec.num_perm
-    doc_id, sig, tail, n, entry_id, src, sh = raw
-    if doc_id is None or sig is None:
-        return None
-    signature = np.frombuffer(sig, dtype=SIG_DTYPE)
-    if signature.shape[0] != num_perm:
-        raise ConfigError(f"document record {num} has a signature of {signature.shape[0]} values, the index "
-                          f"{num_perm}: the index is inconsistent; run `dedupd rebuild`")
-    shingles: U64Array = np.frombuffer(sh, dtype=_SH_DTYPE).astype(np.uint64) if sh else np.zeros(0, np.uint64)
-    fp = fingerprinter.from_raw(shingles, signature, (tail or b"").decode(), int(n or 0))
-    return Record(num, doc_id.decode(), fp, (entry_id or b"").decode(), (src or b"").decode() or None)
+    out: dict[int, Record | None] = {}
+    present: list[tuple[int, Sequence[bytes | None], npt.NDArray[np.uint32]]] = []
+    for num, raw in zip(nums, replies, strict=True):
+        if raw[0] is None or raw[1] is None:
+            out[num] = None
+            continue
+        signature = np.frombuffer(raw[1], dtype=SIG_DTYPE)
+        if signature.shape[0] != num_perm:
+            raise ConfigError(f"document record {num} has a signature of {signature.shape[0]} values, the "
+                              f"index {num_perm}: the index is inconsistent; run `dedupd rebuild`")
+        present.append((num, raw, signature))
+    if not present:
+        return out
+    dense = fingerprinter.minhasher.densify(np.stack([p[2] for p in present]))
+    for (num, raw, signature), sig in zip(present, dense, strict=True):
+        doc_id, _, tail, n, entry_id, src, sh = raw
+        shingles: U64Array = (np.frombuffer(sh, dtype=_SH_DTYPE).astype(np.uint64) if sh
+                              else np.zeros(0, np.uint64))
+        fp = Fingerprint(shingles, sig, (tail or b"").decode(), int(n or 0), signature)
+        out[num] = Record(num, doc_id.decode(), fp, (entry_id or b"").decode(),  # type: ignore[union-attr]
+                          (src or b"").decode() or None)
+    return out
 
 
 _FIELDS = ("id", "sig", "tail", "n", "in", "src", "sh")
@@ -134,12 +148,10 @@ class Index:
         pipe = self.client.pipeline(transaction=False)
         for n in nums:
             pipe.hmget(self.keys.doc(n), fields)
-        out: dict[int, Record | None] = {}
-        for n, raw in zip(nums, pipe.execute(), strict=True):
-            if not with_shingles:
-                raw = [*raw, None]
-            out[n] = decode_record(n, raw, self.fingerprinter)
-        return out
+        replies = pipe.execute()
+        if not with_shingles:
+            replies = [[*raw, None] for raw in replies]
+        return decode_records(nums, replies, self.fingerprinter)
 
     def band_keys(self, band_hashes: U64Array) -> list[str]:
         """Key names of one document's band buckets."""

@@ -34,6 +34,7 @@ _M29 = U64((1 << 29) - 1)
 _M32 = U64(0xFFFFFFFF)
 SIG_DTYPE = np.dtype("<u4")
 EMPTY = 0xFFFFFFFF  # signature value of a document with no shingles
+_BLOCK = 32  # densification attempts tried at once
 _CHUNK_CELLS = 1 << 21  # shingles x num_perm per vectorized step (bounds temporary memory)
 
 
@@ -177,13 +178,14 @@ class OnePermHasher:
     Jaccard similarity. Cost: O(shingles + num_perm) per document instead of O(shingles * num_perm).
     """
 
-    __slots__ = ("num_perm", "_salt")
+    __slots__ = ("num_perm", "_salt", "_table")
 
     def __init__(self, num_perm: int, seed: int) -> None:
         if num_perm < 1:
             raise ConfigError("num_perm must be at least 1")
         self.num_perm = num_perm
         self._salt = U64(int(HashFamily.seeded(1, seed).a[0]))
+        self._table: npt.NDArray[np.int64] | None = None  # donors of the first _BLOCK attempts, per bin
 
     def signatures(self, hashes: U64Array, offsets: npt.NDArray[np.int64], densify: bool = True
                    ) -> npt.NDArray[np.uint32]:
@@ -208,25 +210,35 @@ class OnePermHasher:
         self._fill(sig)
         return sig if raw.ndim == 2 else sig[0]
 
+    def _donors(self, cols: npt.NDArray[np.int64], start: int) -> npt.NDArray[np.int64]:
+        """Probe bins for attempts start+1 .. start+_BLOCK of each empty bin: shape (len(cols), _BLOCK)."""
+        if start == 0 and self._table is not None:
+            return self._table[cols]
+        attempts = np.arange(start + 1, start + _BLOCK + 1, dtype=np.uint64)
+        probe = fmix64((cols.astype(np.uint64)[:, None] << U64(32)) | attempts[None, :]) ^ self._salt
+        return (fmix64(probe) % U64(self.num_perm)).astype(np.int64)
+
     def _fill(self, sig: npt.NDArray[np.uint32]) -> None:
-        k = self.num_perm
+        if self._table is None:
+            self._table = self._donors(np.arange(self.num_perm, dtype=np.int64), 0)
         has_any = (sig != EMPTY).any(axis=1)
         rows, cols = np.nonzero((sig == EMPTY) & has_any[:, None])
-        if rows.size == 0:
-            return
-        original = sig.copy()
-        attempt = 0
-        while rows.size and attempt < 32 * k:
-            attempt += 1
-            probe = fmix64((cols.astype(np.uint64) << U64(32)) | U64(attempt)) ^ self._salt
-            donor = (fmix64(probe) % U64(k)).astype(np.int64)
-            got = original[rows, donor]
+        found: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.uint32]]] = []
+        start = 0
+        while rows.size and start < 32 * self.num_perm:
+            got = sig[rows[:, None], self._donors(cols, start)]  # sig is not written until the end
             ok = got != EMPTY
-            sig[rows[ok], cols[ok]] = got[ok]
-            rows, cols = rows[~ok], cols[~ok]
+            hit = ok.any(axis=1)
+            first = ok.argmax(axis=1)
+            found.append((rows[hit], cols[hit], got[hit, first[hit]]))
+            rows, cols = rows[~hit], cols[~hit]
+            start += _BLOCK
         for r, c in zip(rows.tolist(), cols.tolist(), strict=True):  # astronomically rare: nearest to the right
-            nonempty = np.flatnonzero(original[r] != EMPTY)
-            sig[r, c] = original[r, nonempty[np.searchsorted(nonempty, c) % nonempty.size]]
+            nonempty = np.flatnonzero(sig[r] != EMPTY)
+            found.append((np.array([r]), np.array([c]), sig[r, nonempty[np.searchsorted(nonempty, c) % nonempty.size]
+                                                              ].reshape(1)))
+        for r_, c_, v_ in found:
+            sig[r_, c_] = v_
 
     def signature(self, hashes: U64Array) -> npt.NDArray[np.uint32]:
         """Signature of one document."""

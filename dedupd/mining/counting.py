@@ -65,12 +65,6 @@ def tri_index(i: npt.NDArray[np.integer], j: npt.NDArray[np.integer], n: int) ->
     return i64 * (2 * n - i64 - 1) // 2 + (j.astype(np.int64) - i64 - 1)
 
 
-def tri_pairs(n: int) -> tuple[I32, I32]:
-    """(i, j) of every cell of the triangular matrix, in cell order."""
-    left, right = segment_pairs(np.array([0, n], dtype=np.int64))
-    return left.astype(np.int32), right.astype(np.int32)
-
-
 def row_end(indptr: I64) -> I64:
     """For every position of the item array, the end of its basket's run."""
     return np.repeat(indptr[1:], np.diff(indptr))
@@ -296,13 +290,6 @@ def occurrences_of(items: I32, rowend: I64, prev: Occurrences, index: CandidateI
         pos.append(p)
         cid.append(c)
     return _join(pos, cid)
-
-
-def pair_keys(items: I32, rowend: I64, n: int, limit: int = CHUNK) -> Iterator[I64]:
-    """Pair keys ``i * n + j`` (i < j) of every pair in every basket, in chunks."""
-    pos = np.arange(items.shape[0], dtype=np.int64)
-    for _, first, second in extend(items, rowend, pos, items, limit):
-        yield first.astype(np.int64) * n + second
 
 
 def pairs_triangular(items: I32, rowend: I64, n: int, wpos: F64 | None = None) -> I64:

@@ -95,13 +95,18 @@ class MiningResult:
 
     def counts_by_names(self) -> dict[frozenset[str], int]:
         """{frozenset of item names: count}: the form to compare with other tools."""
-        v = self.vocab
-        return {frozenset(v[i] for i in s): c for s, c in self.iter_ids()}
+        v = np.array(self.vocab, dtype=object)
+        out: dict[frozenset[str], int] = {}
+        for sets, counts in self.levels:
+            out.update(zip(map(frozenset, v[sets].tolist()), counts.tolist(), strict=True))
+        return out
 
     def named(self) -> list[tuple[list[str], int]]:
         """(item names sorted, count), ordered by size, then count descending, then names."""
-        v = self.vocab
-        out = [(sorted(v[i] for i in s), c) for s, c in self.iter_ids()]
+        v = np.array(self.vocab, dtype=object)
+        out: list[tuple[list[str], int]] = []
+        for sets, counts in self.levels:
+            out.extend(zip(map(sorted, v[sets].tolist()), counts.tolist(), strict=True))
         out.sort(key=lambda x: (len(x[0]), -x[1], x[0]))
         return out
 
