@@ -222,6 +222,46 @@ def check(max_age: float | None, **opts: Any) -> None:
     sys.exit(0)
 
 
+@cli.command()
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
+              help="TOML settings file (also DEDUPD_CONFIG): its threshold, num_perm and weights are the defaults.")
+@click.option("--threshold", type=float, help="Jaccard threshold (DEDUPD_THRESHOLD, default 0.8).")
+@click.option("--num-perm", type=int, help="MinHash length (DEDUPD_NUM_PERM, default 128).")
+@click.option("--bands", type=int, help="Describe this banding (with --rows) instead of the chosen one.")
+@click.option("--rows", type=int, help="Rows per band (with --bands).")
+@click.option("--span", type=float, default=0.3, show_default=True, help="Table from threshold-SPAN to +SPAN.")
+@click.option("--step", type=float, default=0.05, show_default=True, help="Table step in Jaccard similarity.")
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False, writable=True),
+              help="Write the S-curve to this PNG (needs matplotlib: pip install 'dedupd[plot]').")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of the table.")
+def tune(config_file: str | None, threshold: float | None, num_perm: int | None, bands: int | None,
+         rows: int | None, span: float, step: float, plot_file: str | None, as_json: bool) -> None:
+    """Choose LSH bands x rows for a threshold and num_perm, and show what they cost.
+
+    Prints the banding the daemon would choose (or the one given by --bands/--rows), how many
+    signature positions it uses, the false-negative rate (1 - P(candidate)) at and above the
+    threshold and the false-positive rate (P(candidate)) below it, the areas the chooser weighs,
+    and a comparison with neighbouring bandings. Needs no Redis.
+    """
+    from dedupd.tuning import plot, render
+    from dedupd.tuning import tune as make_report
+
+    if config_file:
+        os.environ["DEDUPD_CONFIG"] = config_file
+    settings = load_settings(threshold=threshold, num_perm=num_perm)
+    if bands is None and rows is None and settings.bands is not None:
+        bands, rows = settings.bands, settings.rows
+    report = make_report(settings.threshold, settings.num_perm, settings.fp_weight, settings.fn_weight,
+                         bands=bands, rows=rows, span=span, step=step)
+    written = str(plot(report, plot_file)) if plot_file else None
+    if as_json:
+        click.echo(json.dumps({**report.to_dict(), "plot": written}))
+    else:
+        click.echo(render(report))
+        if written:
+            click.echo(f"\nS-curve written to {written}")
+
+
 def main() -> None:
     """Console-script entry point."""
     logging.captureWarnings(True)
