@@ -262,6 +262,28 @@ def tune(config_file: str | None, threshold: float | None, num_perm: int | None,
             click.echo(f"\nS-curve written to {written}")
 
 
+@cli.command()
+@common_options
+@click.option("--interval", type=float, default=1.0, show_default=True,
+              help="Seconds between two samples of the counters for the throughput (0: skip it).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of the table.")
+def stats(interval: float, as_json: bool, **opts: Any) -> None:
+    """Index size, Redis memory per document, stream lag, pending entries, daemons, throughput.
+
+    Documents indexed, the parameters stored with the index, Redis memory (whole server) and per
+    document, the input stream's length, the consumer group's lag and pending entries, each
+    consumer's pending entries and idle time, live daemons from their heartbeats, the alerts and
+    dead-letter streams, the running totals, and the throughput over --interval seconds.
+    """
+    from dedupd.connection import connect
+    from dedupd.stats import collect, render
+
+    settings = settings_from(**opts)
+    client = connect(settings)
+    snapshot = collect(client, Keys(settings.prefix), interval=max(0.0, interval))
+    click.echo(json.dumps(snapshot.to_dict()) if as_json else render(snapshot))
+
+
 def main() -> None:
     """Console-script entry point."""
     logging.captureWarnings(True)

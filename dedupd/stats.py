@@ -1,0 +1,254 @@
+"""What `dedupd stats` reports: index size, memory, stream lag, pending entries, daemons, outputs, throughput.
+
+Every figure is read with a few cheap commands (HLEN, XLEN, XINFO, INFO memory, the heartbeat keys, the
+counters hash); nothing is scanned except the heartbeat keys. Missing keys (an empty Redis, no consumer
+group yet) read as zeros.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import redis
+
+from dedupd.daemon import GROUP
+from dedupd.keys import Keys
+from dedupd.monitor import group_state, live_consumers
+
+COUNTERS = ("processed", "alerts", "dead")
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerStats:
+    """One consumer of the group, as XINFO CONSUMERS sees it."""
+
+    name: str
+    pending: int
+    idle_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonStats:
+    """One live daemon, from its heartbeat (totals since it started)."""
+
+    name: str
+    pid: int | None
+    processed: int
+    alerts: int
+    dead: int
+    batches: int
+    heartbeat_age_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """A snapshot of one prefix's state."""
+
+    prefix: str
+    documents: int
+    spec: dict[str, Any] | None
+    used_memory: int | None  # bytes, the whole Redis server (every prefix, every database)
+    memory_per_document: float | None  # (used_memory - the server's memory at startup) / documents
+    stream: str
+    stream_length: int
+    group: bool  # whether the consumer group exists yet
+    lag: int | None  # entries not yet delivered to any consumer (None: Redis cannot tell)
+    pending: int  # delivered, not yet acknowledged
+    consumers: list[ConsumerStats] = field(default_factory=list)
+    daemons: list[DaemonStats] = field(default_factory=list)
+    alerts_length: int = 0
+    dead_length: int = 0
+    totals: dict[str, int] = field(default_factory=dict)
+    throughput: dict[str, float] | None = None  # per second over ``interval_s``
+    interval_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _s(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def read_counters(client: Any, keys: Keys) -> dict[str, int]:
+    """The running totals (``processed``, ``alerts``, ``dead``) kept by the daemons; 0 when absent."""
+    raw = {_s(k): int(v) for k, v in client.hgetall(keys.counters).items()}
+    return {name: raw.get(name, 0) for name in COUNTERS}
+
+
+def used_memory(client: Any) -> tuple[int, int] | None:
+    """``used_memory`` and ``used_memory_startup`` from INFO memory (summed over the nodes of a cluster)."""
+    try:
+        info = client.info("memory")
+    except redis.ResponseError:
+        return None
+    nodes = [info] if "used_memory" in info else [v for v in info.values() if isinstance(v, dict)]
+    nodes = [n for n in nodes if "used_memory" in n]
+    if not nodes:
+        return None
+    return (sum(int(n["used_memory"]) for n in nodes), sum(int(n.get("used_memory_startup", 0)) for n in nodes))
+
+
+def consumers(client: Any, keys: Keys) -> list[ConsumerStats]:
+    """Every consumer of the group with its pending count and idle time; [] without a group."""
+    try:
+        rows = client.xinfo_consumers(keys.docs, GROUP)
+    except redis.ResponseError:
+        return []
+    out = [ConsumerStats(_s(c["name"]), int(c["pending"]), int(c["idle"])) for c in rows]
+    return sorted(out, key=lambda c: c.name)
+
+
+def daemons(client: Any, keys: Keys) -> list[DaemonStats]:
+    """The daemons whose heartbeat key is alive."""
+    now = time.time()
+    out = []
+    for name, beat in live_consumers(client, keys).items():
+        pid = beat.get("pid")
+        out.append(DaemonStats(name, int(pid) if pid is not None else None, int(beat.get("processed", 0)),
+                               int(beat.get("alerts", 0)), int(beat.get("dead", 0)), int(beat.get("batches", 0)),
+                               max(0.0, now - float(beat.get("time", now)))))
+    return sorted(out, key=lambda d: d.name)
+
+
+def stored_spec(client: Any, keys: Keys) -> dict[str, Any] | None:
+    """The parameters the index was built with, or None before the first daemon starts."""
+    from dedupd.index import Index
+
+    spec = Index.stored_spec(client, keys)
+    return asdict(spec) if spec is not None else None
+
+
+def collect(client: Any, keys: Keys, interval: float = 0.0,
+            sleep: Callable[[float], None] = time.sleep) -> Stats:
+    """Read a snapshot; with ``interval`` > 0, also the counters' rate over that many seconds.
+
+    Args:
+        client: a Redis client (bytes responses).
+        keys: the key names of the prefix.
+        interval: seconds between the two samples of the counters (0: no throughput).
+        sleep: how to wait (tests pass a fake).
+
+    Returns:
+        The snapshot; figures of keys that do not exist yet are zeros.
+    """
+    started = time.monotonic()
+    first = read_counters(client, keys) if interval > 0 else None
+    state = group_state(client, keys)
+    memory = used_memory(client)
+    documents = int(client.hlen(keys.id_forward))
+    pipe = client.pipeline(transaction=False)
+    for stream in (keys.docs, keys.alerts, keys.dead):
+        pipe.xlen(stream)
+    docs_len, alerts_len, dead_len = (int(x) for x in pipe.execute())
+    snapshot = {
+        "spec": stored_spec(client, keys),
+        "consumers": consumers(client, keys),
+        "daemons": daemons(client, keys),
+    }
+    throughput = None
+    totals = read_counters(client, keys)
+    if first is not None:
+        remaining = interval - (time.monotonic() - started)
+        if remaining > 0:
+            sleep(remaining)
+        elapsed = max(time.monotonic() - started, 1e-9)
+        totals = read_counters(client, keys)
+        throughput = {name: (totals[name] - first[name]) / elapsed for name in COUNTERS}
+        interval = elapsed
+    return Stats(
+        prefix=keys.prefix,
+        documents=documents,
+        spec=snapshot["spec"],  # type: ignore[arg-type]
+        used_memory=memory[0] if memory is not None else None,
+        memory_per_document=max(0, memory[0] - memory[1]) / documents if memory is not None and documents else None,
+        stream=keys.docs,
+        stream_length=docs_len,
+        group=state is not None,
+        lag=(state["lag"] if state is not None else docs_len),
+        pending=(state["pending"] if state is not None else 0),
+        consumers=snapshot["consumers"],  # type: ignore[arg-type]
+        daemons=snapshot["daemons"],  # type: ignore[arg-type]
+        alerts_length=alerts_len,
+        dead_length=dead_len,
+        totals=totals,
+        throughput=throughput,
+        interval_s=round(interval, 3) if throughput is not None else 0.0,
+    )
+
+
+def human_bytes(n: float | None) -> str:
+    """1536 -> '1.5 KiB'."""
+    if n is None:
+        return "n/a"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def _table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> list[str]:
+    """Columns aligned: text left, numbers right."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    numeric = [all(r[i].replace(".", "").replace(",", "").isdigit() for r in rows) for i in range(len(headers))]
+
+    def line(cells: list[str]) -> str:
+        return indent + "  ".join(c.rjust(w) if num else c.ljust(w)
+                                  for c, w, num in zip(cells, widths, numeric)).rstrip()
+
+    return [line(headers), *(line(r) for r in rows)]
+
+
+def render(stats: Stats) -> str:
+    """The aligned human-readable report."""
+    spec = stats.spec
+    if spec is None:
+        spec_text = "none yet (no daemon has opened the index)"
+    else:
+        extra = "".join(f", {k} {spec[k]}" for k in sorted(spec)
+                        if k not in ("shingle", "num_perm", "minhash", "bands", "rows", "seed", "scheme"))
+        spec_text = (f"{spec['bands']} bands x {spec['rows']} rows, shingle {spec['shingle']}, num_perm "
+                     f"{spec['num_perm']} ({spec.get('minhash', '?')}), seed {spec['seed']}{extra}, "
+                     f"scheme {spec.get('scheme', '?')}")
+    lag = "unknown" if stats.lag is None else f"{stats.lag:,}"
+    group = (f"lag {lag}, pending {stats.pending:,}, {len(stats.consumers)} consumer(s)" if stats.group
+             else "no consumer group yet (no daemon has started)")
+    t = stats.totals
+    pairs = [
+        ("documents indexed", f"{stats.documents:,}"),
+        ("index", spec_text),
+        ("Redis memory", f"{human_bytes(stats.used_memory)} (whole server)"),
+        ("memory per document", f"{human_bytes(stats.memory_per_document)} (above the server's startup memory)"
+         if stats.memory_per_document is not None else "n/a (no documents)"),
+        ("input stream", f"{stats.stream}: {stats.stream_length:,} entries; {group}"),
+        ("alerts stream", f"{stats.alerts_length:,} entries"),
+        ("dead letters", f"{stats.dead_length:,} entries"),
+        ("totals", f"{t.get('processed', 0):,} processed, {t.get('alerts', 0):,} alerts, "
+                   f"{t.get('dead', 0):,} dead-lettered"),
+    ]
+    if stats.throughput is not None:
+        rate = stats.throughput
+        pairs.append(("throughput", f"{rate['processed']:,.1f} docs/s, {rate['alerts']:,.1f} alerts/s, "
+                                    f"{rate['dead']:,.1f} dead/s (over {stats.interval_s:.1f}s)"))
+    width = max(len(k) for k, _ in pairs)
+    lines = [f"dedupd stats (prefix {stats.prefix!r})"] + [f"  {k.ljust(width)}  {v}" for k, v in pairs]
+    lines.append("")
+    if stats.consumers:
+        lines.append("consumers in the group:")
+        lines += _table(["consumer", "pending", "idle s"],
+                        [[c.name, f"{c.pending}", f"{c.idle_ms / 1000:.1f}"] for c in stats.consumers])
+    else:
+        lines.append("consumers in the group: none")
+    lines.append("")
+    if stats.daemons:
+        lines.append("live daemons (heartbeats; totals since each started):")
+        lines += _table(["daemon", "pid", "processed", "alerts", "dead", "batches", "beat s ago"],
+                        [[d.name, str(d.pid or "?"), f"{d.processed}", f"{d.alerts}", f"{d.dead}", f"{d.batches}",
+                          f"{d.heartbeat_age_s:.1f}"] for d in stats.daemons])
+    else:
+        lines.append("live daemons: none heartbeating")
+    return "\n".join(lines)
