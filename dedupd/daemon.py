@@ -24,6 +24,7 @@ from dedupd.connection import RETRYABLE, connect
 from dedupd.entries import PROCESSING_FAILED
 from dedupd.index import Index
 from dedupd.keys import Keys
+from dedupd.metrics import Metrics
 from dedupd.processor import BatchResult, Processor, RawEntry, stream_id_key
 from dedupd.settings import Settings
 from dedupd.spec import IndexSpec
@@ -70,6 +71,7 @@ class Daemon:
         self._claim_cursor = "0-0"
         self._last_beat = 0.0
         self.totals = {"processed": 0, "alerts": 0, "dead": 0, "batches": 0}
+        self.metrics = Metrics()
         ensure_group(self.client, self.keys)
 
     # ----- lifecycle -----
@@ -95,6 +97,7 @@ class Daemon:
         if spec.bands * spec.rows < spec.num_perm:
             log.info("banding uses %d of %d signature positions; all %d are used to verify candidates",
                      spec.bands * spec.rows, spec.num_perm, spec.num_perm)
+        self.metrics.serve(self.settings.metrics_host, self.settings.metrics_port)
         delay = 0.1
         while not self.stopping.is_set():
             try:
@@ -106,6 +109,7 @@ class Daemon:
                 self.stopping.wait(delay)
                 delay = min(delay * 2, _MAX_BACKOFF_S)
         self._farewell()
+        self.metrics.close()
         log.info("stopped: %s", json.dumps(self.totals))
         return 0
 
@@ -119,6 +123,7 @@ class Daemon:
     def iteration(self) -> BatchResult | None:
         """Heartbeat, then read or claim one batch and process it. Returns what the batch did."""
         self._heartbeat()
+        self.metrics.refresh_group(self.client, self.keys)
         batch, deliveries = self._next_batch()
         if not batch:
             return None
@@ -126,6 +131,7 @@ class Daemon:
 
     def handle(self, batch: list[RawEntry], deliveries: dict[str, int] | None) -> BatchResult:
         """Process and acknowledge one batch; a batch that fails is retried entry by entry."""
+        started = time.monotonic()
         try:
             result = self.processor.process(batch, deliveries)
         except RETRYABLE:
@@ -156,6 +162,8 @@ class Daemon:
         self.totals["alerts"] += len(result.alerts)
         self.totals["dead"] += result.dead
         self.totals["batches"] += 1
+        self.metrics.observe_batch(time.monotonic() - started, len(batch), result.processed, len(result.alerts),
+                                   result.dead)
         return result
 
     def _next_batch(self) -> tuple[list[RawEntry], dict[str, int] | None]:
