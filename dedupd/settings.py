@@ -104,6 +104,10 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_json: bool = False
 
+    # metrics
+    metrics_host: str = Field("127.0.0.1", description="address the Prometheus endpoint listens on")
+    metrics_port: int = Field(9464, ge=0, le=65535, description="Prometheus endpoint port; 0 turns it off")
+
     @classmethod
     def settings_customise_sources(
         cls,
