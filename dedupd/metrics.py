@@ -1,4 +1,4 @@
-"""Prometheus metrics of one daemon: documents, duplicates, dead letters, lag, pending, batch latency and size.
+"""Prometheus metrics of one daemon: documents, duplicates, dead letters, lag, pending, batch latency, size.
 
 Each daemon serves its own registry on ``metrics_host:metrics_port`` (127.0.0.1:9464 by default;
 ``metrics_port = 0`` turns the endpoint off). Counters count what this process did since it started
@@ -43,15 +43,17 @@ class Metrics:
         self.processed = Counter("dedupd_documents_processed", "Input entries processed (indexed, replaced, "
                                  "appended or deleted)", registry=r)
         self.duplicates = Counter("dedupd_duplicates", "Duplicate alerts written", registry=r)
-        self.dead_letters = Counter("dedupd_dead_letters", "Entries sent to the dead-letter stream", registry=r)
+        self.dead_letters = Counter("dedupd_dead_letters", "Entries sent to the dead-letter stream",
+                                    registry=r)
         self.batches = Counter("dedupd_batches", "Batches processed", registry=r)
-        self.lag = Gauge("dedupd_consumer_lag", "Input entries not yet delivered to any consumer of the group",
-                         registry=r)
-        self.pending = Gauge("dedupd_pending_entries", "Entries delivered to the group but not yet acknowledged",
-                             registry=r)
+        self.lag = Gauge("dedupd_consumer_lag",
+                         "Input entries not yet delivered to any consumer of the group", registry=r)
+        self.pending = Gauge("dedupd_pending_entries",
+                             "Entries delivered to the group but not yet acknowledged", registry=r)
         self.batch_seconds = Histogram("dedupd_batch_seconds", "Time to process and acknowledge one batch",
                                        buckets=LATENCY_BUCKETS, registry=r)
-        self.batch_size = Histogram("dedupd_batch_size", "Entries per batch", buckets=SIZE_BUCKETS, registry=r)
+        self.batch_size = Histogram("dedupd_batch_size", "Entries per batch", buckets=SIZE_BUCKETS,
+                                    registry=r)
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._last_group = 0.0

@@ -89,7 +89,8 @@ def used_memory(client: Any) -> tuple[int, int] | None:
     nodes = [n for n in nodes if "used_memory" in n]
     if not nodes:
         return None
-    return (sum(int(n["used_memory"]) for n in nodes), sum(int(n.get("used_memory_startup", 0)) for n in nodes))
+    used = sum(int(n["used_memory"]) for n in nodes)
+    return used, sum(int(n.get("used_memory_startup", 0)) for n in nodes)
 
 
 def consumers(client: Any, keys: Keys) -> list[ConsumerStats]:
@@ -108,8 +109,8 @@ def daemons(client: Any, keys: Keys) -> list[DaemonStats]:
     out = []
     for name, beat in live_consumers(client, keys).items():
         pid = beat.get("pid")
-        out.append(DaemonStats(name, int(pid) if pid is not None else None, int(beat.get("processed", 0)),
-                               int(beat.get("alerts", 0)), int(beat.get("dead", 0)), int(beat.get("batches", 0)),
+        counts = [int(beat.get(k, 0)) for k in ("processed", "alerts", "dead", "batches")]
+        out.append(DaemonStats(name, int(pid) if pid is not None else None, *counts,
                                max(0.0, now - float(beat.get("time", now)))))
     return sorted(out, key=lambda d: d.name)
 
@@ -164,7 +165,8 @@ def collect(client: Any, keys: Keys, interval: float = 0.0,
         documents=documents,
         spec=snapshot["spec"],  # type: ignore[arg-type]
         used_memory=memory[0] if memory is not None else None,
-        memory_per_document=max(0, memory[0] - memory[1]) / documents if memory is not None and documents else None,
+        memory_per_document=(max(0, memory[0] - memory[1]) / documents
+                             if memory is not None and documents else None),
         stream=keys.docs,
         stream_length=docs_len,
         group=state is not None,
@@ -194,7 +196,8 @@ def human_bytes(n: float | None) -> str:
 def _table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> list[str]:
     """Columns aligned: text left, numbers right."""
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    numeric = [all(r[i].replace(".", "").replace(",", "").isdigit() for r in rows) for i in range(len(headers))]
+    numeric = [all(r[i].replace(".", "").replace(",", "").isdigit() for r in rows)
+               for i in range(len(headers))]
 
     def line(cells: list[str]) -> str:
         return indent + "  ".join(c.rjust(w) if num else c.ljust(w)
@@ -222,18 +225,18 @@ def render(stats: Stats) -> str:
         ("documents indexed", f"{stats.documents:,}"),
         ("index", spec_text),
         ("Redis memory", f"{human_bytes(stats.used_memory)} (whole server)"),
-        ("memory per document", f"{human_bytes(stats.memory_per_document)} (above the server's startup memory)"
-         if stats.memory_per_document is not None else "n/a (no documents)"),
+        ("memory per document", "n/a (no documents)" if stats.memory_per_document is None
+         else f"{human_bytes(stats.memory_per_document)} (above the server's startup memory)"),
         ("input stream", f"{stats.stream}: {stats.stream_length:,} entries; {group}"),
         ("alerts stream", f"{stats.alerts_length:,} entries"),
         ("dead letters", f"{stats.dead_length:,} entries"),
-        ("totals", f"{t.get('processed', 0):,} processed, {t.get('alerts', 0):,} alerts, "
-                   f"{t.get('dead', 0):,} dead-lettered"),
+        ("totals", (f"{t.get('processed', 0):,} processed, {t.get('alerts', 0):,} alerts, "
+                    f"{t.get('dead', 0):,} dead-lettered")),
     ]
     if stats.throughput is not None:
         rate = stats.throughput
-        pairs.append(("throughput", f"{rate['processed']:,.1f} docs/s, {rate['alerts']:,.1f} alerts/s, "
-                                    f"{rate['dead']:,.1f} dead/s (over {stats.interval_s:.1f}s)"))
+        pairs.append(("throughput", (f"{rate['processed']:,.1f} docs/s, {rate['alerts']:,.1f} alerts/s, "
+                                     f"{rate['dead']:,.1f} dead/s (over {stats.interval_s:.1f}s)")))
     width = max(len(k) for k, _ in pairs)
     lines = [f"dedupd stats (prefix {stats.prefix!r})"] + [f"  {k.ljust(width)}  {v}" for k, v in pairs]
     lines.append("")
@@ -247,8 +250,8 @@ def render(stats: Stats) -> str:
     if stats.daemons:
         lines.append("live daemons (heartbeats; totals since each started):")
         lines += _table(["daemon", "pid", "processed", "alerts", "dead", "batches", "beat s ago"],
-                        [[d.name, str(d.pid or "?"), f"{d.processed}", f"{d.alerts}", f"{d.dead}", f"{d.batches}",
-                          f"{d.heartbeat_age_s:.1f}"] for d in stats.daemons])
+                        [[d.name, str(d.pid or "?"), str(d.processed), str(d.alerts), str(d.dead),
+                          str(d.batches), f"{d.heartbeat_age_s:.1f}"] for d in stats.daemons])
     else:
         lines.append("live daemons: none heartbeating")
     return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""Choosing bands x rows: error rates around the threshold, alternatives, and the S-curve plot (pure, no Redis).
+"""Choosing bands x rows: error rates around the threshold, alternatives, the S-curve plot (pure, no Redis).
 
 Course material: seeds/001 ("LSH: bands", the b=20, r=5 table), seeds/003 (AND-OR amplification),
 seeds/004 (LSH probabilities). A pair of Jaccard similarity s is a candidate with probability
@@ -85,7 +85,8 @@ class TuneReport:
         return out
 
 
-def banding(label: str, threshold: float, bands: int, rows: int, fp_weight: float, fn_weight: float) -> Banding:
+def banding(label: str, threshold: float, bands: int, rows: int, fp_weight: float,
+            fn_weight: float) -> Banding:
     """Describe one banding at ``threshold``."""
     fp, fn = error_rates(threshold, bands, rows)
     return Banding(label, bands, rows, fp, fn, fp_weight * fp + fn_weight * fn,
@@ -96,7 +97,7 @@ def similarity_grid(threshold: float, span: float = 0.3, step: float = 0.05) -> 
     """Similarities ``threshold - span .. threshold + span`` in ``step``s, kept within [0, 1]."""
     if step <= 0 or span < 0:
         raise ConfigError("step must be positive and span non-negative")
-    n = int(round(span / step))
+    n = round(span / step)
     grid = (round(threshold + k * step, 6) for k in range(-n, n + 1))
     return [s for s in grid if 0.0 <= s <= 1.0]
 
@@ -114,7 +115,8 @@ def rate_table(threshold: float, bands: int, rows: int, similarities: list[float
 
 
 def tune(threshold: float, num_perm: int, fp_weight: float = 0.001, fn_weight: float = 0.999,
-         bands: int | None = None, rows: int | None = None, span: float = 0.3, step: float = 0.05) -> TuneReport:
+         bands: int | None = None, rows: int | None = None, span: float = 0.3,
+         step: float = 0.05) -> TuneReport:
     """Choose (or check) a banding and describe it with its neighbours.
 
     Args:
@@ -132,7 +134,8 @@ def tune(threshold: float, num_perm: int, fp_weight: float = 0.001, fn_weight: f
         ConfigError: on a bad threshold, num_perm, or banding.
     """
     if (bands is None) != (rows is None):
-        raise ConfigError("give both --bands and --rows, or neither (then they are chosen from the threshold)")
+        raise ConfigError("give both --bands and --rows, or neither (then they are chosen from the "
+                          "threshold)")
     chosen_params = LSHParams.choose(threshold, num_perm, fp_weight, fn_weight)
     if bands is not None and rows is not None:
         explicit = LSHParams(bands, rows)
@@ -157,8 +160,8 @@ def tune(threshold: float, num_perm: int, fp_weight: float = 0.001, fn_weight: f
             continue
         seen.add((b, r))
         alternatives.append(banding(label, threshold, b, r, fp_weight, fn_weight))
-    return TuneReport(threshold, num_perm, fp_weight, fn_weight, chosen_by, chosen,
-                      rate_table(threshold, chosen.bands, chosen.rows, similarity_grid(threshold, span, step)),
+    table = rate_table(threshold, chosen.bands, chosen.rows, similarity_grid(threshold, span, step))
+    return TuneReport(threshold, num_perm, fp_weight, fn_weight, chosen_by, chosen, table,
                       tuple(alternatives))
 
 
@@ -177,13 +180,14 @@ def render(report: TuneReport) -> str:
     how = ("chosen to minimise " f"{report.fp_weight:g} x FP area + {report.fn_weight:g} x FN area"
            if report.chosen_by == "chooser" else "given explicitly")
     lines = [
-        f"threshold {report.threshold:g}, num_perm {report.num_perm}: {c.bands} bands x {c.rows} rows ({how})",
+        (f"threshold {report.threshold:g}, num_perm {report.num_perm}: {c.bands} bands x {c.rows} rows "
+         f"({how})"),
         f"signature positions: {report.used} used for banding, {report.wasted} not banded"
         + (" (all num_perm positions still verify candidates)" if report.wasted else ""),
-        f"P(candidate) at the threshold: {c.p_at_threshold:.4f}; S-curve steepest near (1/b)^(1/r) = "
-        f"{c.midpoint:.3f}",
-        f"areas: false positives {c.fp_area:.4f} (below the threshold), false negatives {c.fn_area:.2e} "
-        f"(above it), weighted cost {c.cost:.3e}",
+        (f"P(candidate) at the threshold: {c.p_at_threshold:.4f}; S-curve steepest near (1/b)^(1/r) = "
+         f"{c.midpoint:.3f}"),
+        (f"areas: false positives {c.fp_area:.4f} (below the threshold), false negatives {c.fn_area:.2e} "
+         f"(above it), weighted cost {c.cost:.3e}"),
         "",
         f"{'Jaccard':>8}  {'P(candidate)':>12}  {'false negatives':>15}  {'false positives':>15}",
     ]
@@ -228,13 +232,15 @@ def plot(report: TuneReport, path: str | Path) -> Path:
     try:
         colours = ("tab:purple", "tab:green", "tab:brown", "tab:gray")
         for alt, colour in zip(report.alternatives, colours * len(report.alternatives)):
+            label = f"{alt.bands} x {alt.rows} ({alt.label}): P(t) = {alt.p_at_threshold:.3f}"
             ax.plot(s, candidate_probability(s, alt.bands, alt.rows), color=colour, linewidth=1.2, alpha=0.55,
-                    linestyle="--", label=f"{alt.bands} x {alt.rows} ({alt.label}): P(t) = {alt.p_at_threshold:.3f}")
+                    linestyle="--", label=label)
         ax.plot(s, candidate_probability(s, c.bands, c.rows), color="tab:blue", linewidth=2.5,
                 label=f"{c.bands} x {c.rows} ({c.label}): P(t) = {c.p_at_threshold:.3f}")
         ax.axvline(report.threshold, color="tab:red", linewidth=1.5, label=f"threshold {report.threshold:g}")
         ax.fill_between(s, 0, candidate_probability(s, c.bands, c.rows), where=s < report.threshold,
-                        color="tab:orange", alpha=0.15, label=f"false-positive area {c.fp_area:.3f} (verified away)")
+                        color="tab:orange", alpha=0.15,
+                        label=f"false-positive area {c.fp_area:.3f} (verified away)")
         ax.fill_between(s, candidate_probability(s, c.bands, c.rows), 1, where=s >= report.threshold,
                         color="tab:red", alpha=0.25, label=f"false-negative area {c.fn_area:.1e} (missed)")
         ax.set_xlim(0, 1)

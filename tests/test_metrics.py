@@ -1,4 +1,4 @@
-"""Prometheus metrics: a daemon in-process serves /metrics, the counters move, it binds 127.0.0.1 by default."""
+"""Prometheus metrics: a daemon in-process serves /metrics, counters move, 127.0.0.1 by default."""
 
 from __future__ import annotations
 
