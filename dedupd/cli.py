@@ -199,10 +199,13 @@ def alerts(follow: bool, as_json: bool, count: int | None, since: str, **opts: A
 @cli.command()
 @common_options
 @click.option("--max-age", type=float, default=None, help="Seconds a heartbeat may be old (default: its TTL).")
-def check(max_age: float | None, **opts: Any) -> None:
+@click.option("--consumer", "wanted", multiple=True,
+              help="Healthy only when this consumer heartbeats (repeatable); e.g. a systemd instance's own name.")
+def check(max_age: float | None, wanted: tuple[str, ...], **opts: Any) -> None:
     """Health check: exit 0 when Redis answers and a daemon is heartbeating, else 1.
 
-    Fit for systemd and Kubernetes probes; prints one line saying why.
+    Fit for systemd and Kubernetes probes; prints one line saying why. With --consumer, the named
+    daemon(s) must be the ones heartbeating (a per-instance probe); without, any daemon will do.
     """
     from dedupd.monitor import live_consumers
 
@@ -217,6 +220,10 @@ def check(max_age: float | None, **opts: Any) -> None:
         sys.exit(1)
     if not live:
         click.echo("unhealthy: Redis answers but no daemon is heartbeating")
+        sys.exit(1)
+    missing = sorted(set(wanted) - set(live))
+    if missing:
+        click.echo(f"unhealthy: no heartbeat from {', '.join(missing)} (alive: {', '.join(sorted(live))})")
         sys.exit(1)
     click.echo(f"healthy: {len(live)} daemon(s) alive: {', '.join(sorted(live))}")
     sys.exit(0)

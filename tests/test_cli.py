@@ -101,3 +101,20 @@ def test_bad_settings_are_one_clear_line() -> None:
 def test_every_command_explains_itself(command: str) -> None:
     res = CliRunner().invoke(cli, [command, "--help"])
     assert res.exit_code == 0 and "Usage: cli " + command in res.output and "--redis-url" in res.output
+
+
+def test_check_named_consumer(run, redis_url: str) -> None:  # type: ignore[no-untyped-def]
+    """--consumer: healthy only when that daemon heartbeats (a per-instance systemd probe)."""
+    daemon = make_daemon(redis_url, consumer="node-1")
+    daemon.iteration()
+    assert run("check", "--consumer", "node-1").exit_code == 0
+    res = run("check", "--consumer", "node-1", "--consumer", "node-2")
+    assert res.exit_code == 1 and "no heartbeat from node-2 (alive: node-1)" in res.output
+    daemon._farewell()
+    assert run("check", "--consumer", "node-1").exit_code == 1
+
+
+@pytest.mark.parametrize("command", ["stats", "tune"])
+def test_operations_commands_explain_themselves(command: str) -> None:
+    res = CliRunner().invoke(cli, [command, "--help"])
+    assert res.exit_code == 0 and "Usage: cli " + command in res.output and "--json" in res.output
