@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+from redis.exceptions import NoPermissionError
 
 from dedupd import __version__
 from dedupd.errors import DedupdError
@@ -57,6 +58,10 @@ class DedupdGroup(click.Group):
         except DedupdError as exc:
             click.echo(f"dedupd: error: {exc}", err=True)
             sys.exit(2)
+        except NoPermissionError as exc:
+            click.echo(f"dedupd: error: Redis refused a command to this user: {exc}. Give the user the ACL "
+                       "shown in README.md (Operations, Security).", err=True)
+            sys.exit(2)
 
 
 @click.group(cls=DedupdGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -97,7 +102,11 @@ def serve(**opts: Any) -> None:
     from dedupd.daemon import Daemon
 
     settings = settings_from(**opts)
-    daemon = Daemon(settings)
+    try:
+        daemon = Daemon(settings)  # waits up to 60 s for Redis, logging each retry
+    except KeyboardInterrupt:
+        click.echo("dedupd: interrupted while connecting", err=True)
+        sys.exit(130)
     daemon.install_signal_handlers()
     sys.exit(daemon.run())
 
