@@ -99,6 +99,12 @@ def parse_entry(entry_id: str, fields: dict[bytes, bytes], max_doc_bytes: int, m
             raise InputError(BAD_JSON, f"'items' is not valid JSON: {exc}") from None
         if not isinstance(parsed, list) or not all(isinstance(x, str) for x in parsed):
             raise InputError(BAD_JSON, "'items' must be a JSON array of strings")
+        for x in parsed:
+            try:
+                x.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InputError(BAD_JSON, f"'items' holds {x!r}: a \\u escape of a lone surrogate is not "
+                                 "text (escape the whole character or send it as UTF-8)") from None
         items = tuple(parsed)
     meta = _text(fields, "meta", MAX_META_BYTES, TOO_LARGE)
     if meta is not None:
