@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from dedupd.hashing import U64Array
 from dedupd.minhash import EMPTY, make_hasher
-from dedupd.shingling import Shingler, Units
+from dedupd.shingling import Shingler, Units, distinct32
 from dedupd.spec import IndexSpec
 
 
@@ -24,7 +24,7 @@ from dedupd.spec import IndexSpec
 class Fingerprint:
     """What the index keeps of a document."""
 
-    shingles: U64Array  # sorted distinct shingle hashes
+    shingles: npt.NDArray[np.uint32]  # sorted distinct 32-bit shingle fingerprints (empty if not kept)
     signature: npt.NDArray[np.uint32]  # what bands and estimates use
     tail: str  # last k-1 units, for appends
     n_units: int
@@ -47,10 +47,11 @@ class AppendTo:
 class Fingerprinter:
     """Computes fingerprints and band hashes under one IndexSpec."""
 
-    __slots__ = ("spec", "shingler", "minhasher", "lsh")
+    __slots__ = ("spec", "shingler", "minhasher", "lsh", "keep_shingles")
 
-    def __init__(self, spec: IndexSpec) -> None:
+    def __init__(self, spec: IndexSpec, keep_shingles: bool = True) -> None:
         self.spec = spec
+        self.keep_shingles = keep_shingles
         self.shingler = Shingler(spec.shingle_spec)
         self.minhasher = make_hasher(spec.minhash, spec.num_perm, spec.seed)
         self.lsh = spec.lsh
@@ -72,15 +73,19 @@ class Fingerprinter:
                 chunk_units = self.shingler.units(req.chunk)
                 units.append(self.shingler.append_units(req.old.tail, req.old.n_units, req.chunk)
                              if len(chunk_units) else Units([], ""))
-        hashes, offsets = self.shingler.hash_sets(units, distinct=True)
+        hashes, offsets = self.shingler.hash_sets(units, distinct=False)
         raws = self.minhasher.signatures(hashes, offsets, densify=False)
+        if self.keep_shingles:
+            fps32, offsets = distinct32(hashes, offsets)
+        else:
+            fps32, offsets = np.zeros(0, np.uint32), np.zeros(len(requests) + 1, np.int64)
         for i, req in enumerate(requests):  # an append: the union's raw signature is the minimum
             if not isinstance(req, str) and req.old.n_units >= k and len(units[i]):
                 raws[i] = np.minimum(raws[i], req.old.raw)
         sigs = self.minhasher.densify(raws) if len(requests) else raws
         out: list[Fingerprint] = []
         for i, req in enumerate(requests):
-            sh = hashes[offsets[i] : offsets[i + 1]]
+            sh = fps32[offsets[i] : offsets[i + 1]]
             if isinstance(req, str) or req.old.n_units < k:
                 out.append(Fingerprint(sh, sigs[i], units[i].tail(k), len(units[i]), raws[i]))
             elif len(units[i]) == 0:  # nothing new
@@ -92,7 +97,7 @@ class Fingerprinter:
                                        old.n_units + added, raws[i]))
         return out
 
-    def from_raw(self, shingles: U64Array, raw: npt.NDArray[np.uint32], tail: str, n_units: int) -> Fingerprint:
+    def from_raw(self, shingles: npt.NDArray[np.uint32], raw: npt.NDArray[np.uint32], tail: str, n_units: int) -> Fingerprint:
         """A stored document's fingerprint (its signature densified from the stored raw one)."""
         return Fingerprint(shingles, self.minhasher.densify(raw), tail, n_units, raw)
 

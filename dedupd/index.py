@@ -26,7 +26,7 @@ from dedupd.keys import Keys
 from dedupd.minhash import SIG_DTYPE
 from dedupd.spec import IndexSpec
 
-_SH_DTYPE = np.dtype("<u8")
+_SH_DTYPE = np.dtype("<u4")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -40,13 +40,17 @@ class Record:
     source: str | None = None
 
 
+_NO_BANDS = np.zeros(0, dtype=np.uint64)
+
+
 @dataclass(slots=True)
 class DocWrite:
     """The index writes for one document of a batch."""
 
     num: int
-    remove: list[str] = field(default_factory=list)  # band keys to leave
-    add: list[str] = field(default_factory=list)  # band keys to join (and read)
+    # band hashes of the buckets to leave / to join (and read): position = band; 0 = leave that band alone
+    remove: U64Array = field(default_factory=lambda: _NO_BANDS)
+    add: U64Array = field(default_factory=lambda: _NO_BANDS)
     record: dict[str, bytes | str] | None = None  # record to store
     delete_id: str | None = None  # forget this document (delete op)
 
@@ -85,8 +89,7 @@ def decode_records(nums: Sequence[int], replies: Sequence[Sequence[bytes | None]
     dense = fingerprinter.minhasher.densify(np.stack([p[2] for p in present]))
     for (num, raw, signature), sig in zip(present, dense, strict=True):
         doc_id, _, tail, n, entry_id, src, sh = raw
-        shingles: U64Array = (np.frombuffer(sh, dtype=_SH_DTYPE).astype(np.uint64) if sh
-                              else np.zeros(0, np.uint64))
+        shingles = np.frombuffer(sh, dtype=_SH_DTYPE).astype(np.uint32) if sh else np.zeros(0, np.uint32)
         fp = Fingerprint(shingles, sig, (tail or b"").decode(), int(n or 0), signature)
         out[num] = Record(num, doc_id.decode(), fp, (entry_id or b"").decode(),  # type: ignore[union-attr]
                           (src or b"").decode() or None)
@@ -105,9 +108,14 @@ class Index:
         self.spec = spec
         self.generation = generation
         self.store_shingles = store_shingles
-        self.fingerprinter = Fingerprinter(spec)
+        self.fingerprinter = Fingerprinter(spec, keep_shingles=store_shingles)
         self._resolve = client.register_script(lua.RESOLVE_IDS)
         self._forget = client.register_script(lua.FORGET_ID)
+        self._buckets = client.register_script(lua.BUCKETS)
+        self._shift = np.uint64(64 - spec.shard_bits)
+        self._key_cache: dict[tuple[int, int], str] = {}
+        self._key_table: npt.NDArray[np.object_] | None = None
+        self._cluster = hasattr(client, "get_node_from_key") or hasattr(client, "nodes_manager")
 
     @classmethod
     def open(cls, client: Any, keys: Keys, spec: IndexSpec, store_shingles: bool) -> Index:
@@ -153,39 +161,102 @@ class Index:
             replies = [[*raw, None] for raw in replies]
         return decode_records(nums, replies, self.fingerprinter)
 
-    def band_keys(self, band_hashes: U64Array) -> list[str]:
-        """Key names of one document's band buckets."""
-        return [self.keys.band(self.generation, b, int(h)) for b, h in enumerate(band_hashes.tolist())]
-
     # ----- writes -----
     def apply(self, writes: Sequence[DocWrite]) -> list[set[int]]:
-        """Apply the writes in order in one pipelined exchange.
+        """Apply the writes of a batch in one pipelined exchange.
+
+        Order: new records first (so that a concurrent reader that finds a document in a bucket can read
+        it), then the bucket changes of every document in batch order (one script call per Redis
+        Cluster slot group, one in all on a single Redis), then deletions.
 
         Returns:
             For each write, the integer ids found in the buckets it joined (itself excluded).
         """
         pipe = self.client.pipeline(transaction=False)
-        reads: list[int] = []  # per write: how many SMEMBERS replies follow
         for w in writes:
-            for key in w.remove:
-                pipe.srem(key, w.num)
             if w.record is not None:
                 pipe.hset(self.keys.doc(w.num), mapping=w.record)
-            for key in w.add:
-                pipe.sadd(key, w.num)
-                pipe.smembers(key)
+        groups = self._bucket_ops(writes)
+        for keys, args in groups:
+            self._buckets(keys=keys, args=args, client=pipe)
+        for w in writes:
             if w.delete_id is not None:
                 pipe.delete(self.keys.doc(w.num))
                 self._forget(keys=[self.keys.id_forward], args=[w.delete_id, w.num], client=pipe)
-            reads.append(len(w.add))
         replies = pipe.execute()
-        # walk the replies: only SMEMBERS replies are sets
+        n_records = sum(w.record is not None for w in writes)
+        per_group = replies[n_records : n_records + len(groups)]
         found: list[set[int]] = []
-        sets = iter(r for r in replies if isinstance(r, set))
-        for w, count in zip(writes, reads, strict=True):
-            got: set[int] = set()
-            for _ in range(count):
-                got.update(int(x) for x in next(sets))
-            got.discard(w.num)
-            found.append(got)
+        for i, w in enumerate(writes):
+            packed = b"".join(group[i] for group in per_group)
+            ids = set(np.frombuffer(packed, dtype="<u4").tolist()) if packed else set()
+            ids.discard(w.num)
+            found.append(ids)
         return found
+
+    def _bucket_ops(self, writes: Sequence[DocWrite]) -> list[tuple[list[str], list[bytes]]]:
+        """Encode the bucket changes as BUCKETS script calls (one per cluster slot group, else one)."""
+        ops: list[bytes] = []
+        band_parts: list[npt.NDArray[np.int64]] = []
+        hash_parts: list[U64Array] = []
+        id_parts: list[npt.NDArray[np.uint32]] = []
+        doc_parts: list[npt.NDArray[np.int64]] = []
+        for i, w in enumerate(writes):
+            for code, hashes in ((b"r", w.remove), (b"a", w.add)):
+                if hashes.size == 0:
+                    continue
+                bands = np.flatnonzero(hashes) if code == b"r" else np.arange(hashes.size, dtype=np.int64)
+                if bands.size == 0:
+                    continue
+                ops.append(code * bands.size)
+                band_parts.append(bands)
+                hash_parts.append(hashes[bands])
+                id_parts.append(np.full(bands.size, w.num, dtype=np.uint32))
+                doc_parts.append(np.full(bands.size, i, dtype=np.int64))
+            ops.append(b"d")
+        if not band_parts:
+            return []
+        band = np.concatenate(band_parts)
+        hashes = np.concatenate(hash_parts)
+        ids = np.concatenate(id_parts)
+        docs = np.concatenate(doc_parts)
+        shard = (hashes >> self._shift).astype(np.int64) if self.spec.shard_bits else np.zeros_like(band)
+        pair, inverse = np.unique((band << 21) | shard, return_inverse=True)
+        names = self._names(band_of=pair >> 21, shard_of=pair & ((1 << 21) - 1))
+        fields = hashes.astype("<u8")
+        if not self._cluster:
+            return [(names, [b"".join(ops), (inverse + 1).astype("<u4").tobytes(), fields.tobytes(),
+                             ids.astype("<u4").tobytes()])]
+        # Redis Cluster: one call per slot; each call still closes every document ('d' per write)
+        slots = np.array([int(self.client.keyslot(n)) for n in names], dtype=np.int64)[inverse]
+        out: list[tuple[list[str], list[bytes]]] = []
+        for slot in np.unique(slots).tolist():
+            sel = np.flatnonzero(slots == slot)
+            used, local = np.unique(inverse[sel], return_inverse=True)
+            op_codes = bytearray()
+            prev = 0
+            codes = b"".join(ops).replace(b"d", b"")
+            for j, d in zip(sel.tolist(), docs[sel].tolist(), strict=True):
+                op_codes += b"d" * (d - prev) + codes[j : j + 1]
+                prev = d
+            op_codes += b"d" * (len(writes) - prev)
+            out.append(([names[u] for u in used.tolist()],
+                        [bytes(op_codes), (local + 1).astype("<u4").tobytes(), fields[sel].tobytes(),
+                         ids[sel].astype("<u4").tobytes()]))
+        return out
+
+    def _names(self, band_of: npt.NDArray[np.int64], shard_of: npt.NDArray[np.int64]) -> list[str]:
+        """Bucket hash key names (from a table made once when it is small enough, else a cache)."""
+        per_band = 1 << self.spec.shard_bits
+        if self._key_table is None and self.spec.bands * per_band <= 1 << 21:
+            self._key_table = np.array([self.keys.buckets(self.generation, b, sh) for b in range(self.spec.bands)
+                                        for sh in range(per_band)], dtype=object)
+        if self._key_table is not None:
+            return self._key_table[band_of * per_band + shard_of].tolist()  # type: ignore[no-any-return]
+        out = []
+        for b, sh in zip(band_of.tolist(), shard_of.tolist(), strict=True):
+            key = self._key_cache.get((b, sh))
+            if key is None:
+                key = self._key_cache[(b, sh)] = self.keys.buckets(self.generation, b, sh)
+            out.append(key)
+        return out

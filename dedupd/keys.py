@@ -82,12 +82,15 @@ class Keys:
         """SCAN pattern matching every document record."""
         return f"{self.prefix}:doc:*"
 
-    def band(self, generation: int, band: int, band_hash: int) -> str:
-        """Set of integer ids whose band ``band`` hashes to ``band_hash``."""
-        return f"{self.prefix}:b:{generation}:{band}:{band_hash:016x}"
+    def buckets(self, generation: int, band: int, shard: int) -> str:
+        """Hash of band buckets: field = 8-byte band hash, value = packed uint32 ids.
+
+        The hash tag spreads one band over 16 Redis Cluster slots, so a batch needs few script calls.
+        """
+        return f"{self.prefix}:b:{generation}:{{{band}.{shard & 15}}}:{shard:x}"
 
     def band_pattern(self, generation: int) -> str:
-        """SCAN pattern matching every bucket of one generation."""
+        """SCAN pattern matching every bucket hash of one generation."""
         return f"{self.prefix}:b:{generation}:*"
 
     # --- daemon bookkeeping ---

@@ -81,3 +81,58 @@ while i <= #ARGV do
 end
 return out
 """
+
+# Band buckets: each bucket is a field (the 8-byte band hash) of a Redis hash holding, as its value,
+# the packed little-endian uint32 ids of the documents in it.
+# KEYS: the bucket hashes used.  ARGV[1]: one op code per op: 'a' join a bucket and read it, 'r' leave a
+# bucket, 'd' end of a document.  ARGV[2]: per 'a'/'r' op, its key index (uint16 LE, 1-based).
+# ARGV[3]: per 'a'/'r' op, the field (8 bytes).  ARGV[4]: per 'a'/'r' op, the id (4 bytes).
+# Returns one string per 'd': the packed ids found in the buckets that document joined (before it).
+BUCKETS = """
+local ops, kidx, fields, ids = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local function find(v, id)
+  local from = 1
+  while true do
+    local s = string.find(v, id, from, true)
+    if not s then return nil end
+    if (s - 1) % 4 == 0 then return s end
+    from = s + 1
+  end
+end
+local out, acc = {}, {}
+local j = 0
+for i = 1, #ops do
+  local op = string.sub(ops, i, i)
+  if op == 'd' then
+    out[#out + 1] = table.concat(acc)
+    acc = {}
+  else
+    local key = KEYS[struct.unpack("<I4", kidx, 4 * j + 1)]
+    local field = string.sub(fields, 8 * j + 1, 8 * j + 8)
+    local id = string.sub(ids, 4 * j + 1, 4 * j + 4)
+    j = j + 1
+    if op == 'a' then
+      if redis.call('HSETNX', key, field, id) == 0 then  -- the bucket exists: read it, join it
+        local v = redis.call('HGET', key, field)
+        local at = find(v, id)
+        if at then
+          acc[#acc + 1] = string.sub(v, 1, at - 1) .. string.sub(v, at + 4)
+        else
+          acc[#acc + 1] = v
+          redis.call('HSET', key, field, v .. id)
+        end
+      end
+    else
+      local v = redis.call('HGET', key, field)
+      if v then
+      local at = find(v, id)
+      if at then
+        local rest = string.sub(v, 1, at - 1) .. string.sub(v, at + 4)
+          if rest == '' then redis.call('HDEL', key, field) else redis.call('HSET', key, field, rest) end
+        end
+      end
+    end
+  end
+end
+return out
+"""

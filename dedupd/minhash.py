@@ -34,7 +34,6 @@ _M29 = U64((1 << 29) - 1)
 _M32 = U64(0xFFFFFFFF)
 SIG_DTYPE = np.dtype("<u4")
 EMPTY = 0xFFFFFFFF  # signature value of a document with no shingles
-_BLOCK = 32  # densification attempts tried at once
 _CHUNK_CELLS = 1 << 21  # shingles x num_perm per vectorized step (bounds temporary memory)
 
 
@@ -185,7 +184,7 @@ class OnePermHasher:
             raise ConfigError("num_perm must be at least 1")
         self.num_perm = num_perm
         self._salt = U64(int(HashFamily.seeded(1, seed).a[0]))
-        self._table: npt.NDArray[np.int64] | None = None  # donors of the first _BLOCK attempts, per bin
+        self._table: npt.NDArray[np.int32] | None = None  # densification ranks, made on first use
 
     def signatures(self, hashes: U64Array, offsets: npt.NDArray[np.int64], densify: bool = True
                    ) -> npt.NDArray[np.uint32]:
@@ -210,35 +209,32 @@ class OnePermHasher:
         self._fill(sig)
         return sig if raw.ndim == 2 else sig[0]
 
-    def _donors(self, cols: npt.NDArray[np.int64], start: int) -> npt.NDArray[np.int64]:
-        """Probe bins for attempts start+1 .. start+_BLOCK of each empty bin: shape (len(cols), _BLOCK)."""
-        if start == 0 and self._table is not None:
-            return self._table[cols]
-        attempts = np.arange(start + 1, start + _BLOCK + 1, dtype=np.uint64)
-        probe = fmix64((cols.astype(np.uint64)[:, None] << U64(32)) | attempts[None, :]) ^ self._salt
-        return (fmix64(probe) % U64(self.num_perm)).astype(np.int64)
+    def _ranks(self) -> npt.NDArray[np.int32]:
+        """rank[j, i]: the position of bin i in bin j's seeded random order of the bins."""
+        if self._table is None:
+            gen = np.random.Generator(np.random.PCG64(int(self._salt)))
+            orders = np.argsort(gen.random((self.num_perm, self.num_perm)), axis=1)
+            ranks = np.empty_like(orders)
+            np.put_along_axis(ranks, orders, np.arange(self.num_perm)[None, :].repeat(self.num_perm, 0), axis=1)
+            self._table = ranks.astype(np.int32)
+        return self._table
 
     def _fill(self, sig: npt.NDArray[np.uint32]) -> None:
-        if self._table is None:
-            self._table = self._donors(np.arange(self.num_perm, dtype=np.int64), 0)
-        has_any = (sig != EMPTY).any(axis=1)
-        rows, cols = np.nonzero((sig == EMPTY) & has_any[:, None])
-        found: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.uint32]]] = []
-        start = 0
-        while rows.size and start < 32 * self.num_perm:
-            got = sig[rows[:, None], self._donors(cols, start)]  # sig is not written until the end
-            ok = got != EMPTY
-            hit = ok.any(axis=1)
-            first = ok.argmax(axis=1)
-            found.append((rows[hit], cols[hit], got[hit, first[hit]]))
-            rows, cols = rows[~hit], cols[~hit]
-            start += _BLOCK
-        for r, c in zip(rows.tolist(), cols.tolist(), strict=True):  # astronomically rare: nearest to the right
-            nonempty = np.flatnonzero(sig[r] != EMPTY)
-            found.append((np.array([r]), np.array([c]), sig[r, nonempty[np.searchsorted(nonempty, c) % nonempty.size]
-                                                              ].reshape(1)))
-        for r_, c_, v_ in found:
-            sig[r_, c_] = v_
+        """Each empty bin j takes the value of the non-empty bin that comes first in bin j's fixed random
+        order of the bins: the first non-empty bin of an endless seeded probe sequence (Shrivastava 2017),
+        with the sequence's repeats dropped. Two documents with the same non-empty bins borrow alike."""
+        ranks = self._ranks()
+        empty = sig == EMPTY
+        filled = self.num_perm - empty.sum(axis=1)
+        todo = np.flatnonzero((filled > 0) & (filled < self.num_perm))
+        # documents with the same number m of non-empty bins are done together: (docs, holes, m) ranks
+        for m in np.unique(filled[todo]).tolist():
+            rows = todo[filled[todo] == m]
+            full = np.nonzero(~empty[rows])[1].reshape(rows.size, m)
+            holes = np.nonzero(empty[rows])[1].reshape(rows.size, self.num_perm - m)
+            pick = np.argmin(ranks[holes[:, :, None], full[:, None, :]], axis=2)
+            donors = np.take_along_axis(full, pick, axis=1)
+            sig[rows[:, None], holes] = np.take_along_axis(sig[rows], donors, axis=1)
 
     def signature(self, hashes: U64Array) -> npt.NDArray[np.uint32]:
         """Signature of one document."""

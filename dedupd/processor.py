@@ -17,10 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from dedupd import lua
 from dedupd.entries import MAX_DELIVERIES, Entry, Op, parse_entry
 from dedupd.errors import InputError
-from dedupd.fingerprint import AppendTo, Fingerprint, Fingerprinter
+from dedupd.fingerprint import AppendTo, Fingerprint
+from dedupd.hashing import U64Array
 from dedupd.index import DocWrite, Index, Record, encode_record
 from dedupd.keys import Keys
 from dedupd.minhash import estimate
@@ -156,22 +159,32 @@ class Processor:
             plan.append((e, num, old, len(requests) - 1))
         fps = self.fingerprinter.compute(requests)
 
+        # band hashes of every old and new fingerprint of the run, in one vectorized call
+        resolved: list[tuple[Fingerprint | None, Fingerprint | None]] = []
+        for e, num, old, ref in plan:
+            new = None if ref is None else (ref if isinstance(ref, Fingerprint) else fps[ref])
+            resolved.append((old.fingerprint if old is not None else None, new))
+        flat = [fp for pair in resolved for fp in pair if fp is not None and not fp.empty]
+        hashes = self.fingerprinter.band_hashes(flat)
+        row = {id(fp): i for i, fp in enumerate(flat)}
+        none = np.zeros(0, dtype=np.uint64)
+
+        def bands(fp: Fingerprint | None) -> U64Array:
+            return hashes[row[id(fp)]] if fp is not None and id(fp) in row else none
+
         writes: list[DocWrite] = []
         new_fps: dict[int, tuple[str, Fingerprint, str]] = {}
-        for e, num, old, ref in plan:
+        for (e, num, old, ref), (old_fp, fp) in zip(plan, resolved, strict=True):
             w = DocWrite(num)
-            old_keys = self._keys_of(old.fingerprint) if old is not None else []
-            if ref is None:  # delete
+            old_bands = bands(old_fp)
+            if fp is None:  # delete
                 if num:
-                    w.remove = old_keys
+                    w.remove = old_bands
                     w.delete_id = e.doc_id
                 writes.append(w)
                 continue
-            fp = ref if isinstance(ref, Fingerprint) else fps[ref]
-            new_keys = self._keys_of(fp)
-            keep = set(new_keys)
-            w.remove = [k for k in old_keys if k not in keep]
-            w.add = new_keys
+            w.add = bands(fp)
+            w.remove = old_bands if old_bands.size != w.add.size else np.where(old_bands != w.add, old_bands, 0)
             if not isinstance(ref, Fingerprint):
                 w.record = encode_record(e.doc_id, fp, e.entry_id, e.source, self.index.store_shingles)
             new_fps[num] = (e.doc_id, fp, stored_in.get(num, e.entry_id))
@@ -207,11 +220,6 @@ class Processor:
                 alerts.append((e, num, matches))
         self._emit_outputs(entries, alerts, result)
         result.processed += len(entries)
-
-    def _keys_of(self, fp: Fingerprint) -> list[str]:
-        if fp.empty:
-            return []
-        return self.index.band_keys(self.fingerprinter.band_hashes([fp])[0])
 
     def _similarity(self, a: Fingerprint, b: Fingerprint) -> float:
         if self.settings.verify == "exact" and a.shingles.size and b.shingles.size:

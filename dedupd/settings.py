@@ -77,6 +77,9 @@ class Settings(BaseSettings):
     rows: int | None = Field(None, ge=1, description="explicit rows per band")
     fp_weight: float = Field(0.001, ge=0.0, le=1.0, description="weight of false positives when choosing bands")
     fn_weight: float = Field(0.999, ge=0.0, le=1.0, description="weight of false negatives when choosing bands")
+    capacity: int = Field(
+        250_000, ge=1, description="expected number of indexed documents (sizes the band buckets; stored with the index)"
+    )
     verify: Literal["signature", "exact"] = Field("exact", description="how LSH candidates are verified")
 
     # consumer

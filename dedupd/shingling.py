@@ -195,7 +195,22 @@ class Shingler:
         return (np.concatenate(uniq) if uniq else out[:0]), offsets
 
 
-def jaccard(a: U64Array, b: U64Array) -> float:
+def distinct32(hashes: U64Array, offsets: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.uint32],
+                                                                          npt.NDArray[np.int64]]:
+    """Each document's sorted distinct 32-bit shingle fingerprints (the low 32 bits of the hashes).
+
+    What exact verification stores: half the memory of 64-bit hashes, and two documents of n shingles
+    each share a spurious fingerprint with probability about n*n / 2**32.
+    """
+    low = hashes.astype(np.uint32)
+    uniq = [np.unique(low[offsets[i] : offsets[i + 1]]) for i in range(len(offsets) - 1)]
+    sizes = np.fromiter((u.shape[0] for u in uniq), dtype=np.int64, count=len(uniq))
+    out_offsets = np.zeros(len(uniq) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=out_offsets[1:])
+    return (np.concatenate(uniq) if uniq else low[:0]), out_offsets
+
+
+def jaccard(a: npt.NDArray[np.unsignedinteger], b: npt.NDArray[np.unsignedinteger]) -> float:
     """Exact Jaccard similarity of two sorted distinct hash sets (0.0 when both are empty)."""
     if a.size == 0 and b.size == 0:
         return 0.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 
 from dedupd.errors import ConfigError, ParameterMismatchError
@@ -11,6 +12,14 @@ from dedupd.minhash import SCHEMES
 from dedupd.settings import Settings, ShingleSpec
 
 SCHEME = "v1"  # version of shingle hashing, signature schemes and band hashing
+
+
+BUCKETS_PER_HASH = 64  # target bucket count per Redis hash at capacity (listpack encoding holds 128)
+
+
+def shard_bits_for(capacity: int) -> int:
+    """Bits of the band hash that pick a bucket hash: about capacity/64 hashes per band, at most 2**20."""
+    return max(0, min(20, math.ceil(math.log2(max(1.0, capacity / BUCKETS_PER_HASH)))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,10 +32,13 @@ class IndexSpec:
     bands: int
     rows: int
     minhash: str = "oph"
+    shard_bits: int = 12
     scheme: str = SCHEME
 
     def __post_init__(self) -> None:
         ShingleSpec.parse(self.shingle)
+        if not 0 <= self.shard_bits <= 20:
+            raise ConfigError(f"shard_bits must be between 0 and 20 (got {self.shard_bits})")
         if self.minhash not in SCHEMES:
             raise ConfigError(f"unknown minhash scheme {self.minhash!r}: use one of {', '.join(SCHEMES)}")
         LSHParams(self.bands, self.rows).check(self.num_perm)
@@ -38,7 +50,8 @@ class IndexSpec:
             lsh = LSHParams(settings.bands, settings.rows)
         else:
             lsh = LSHParams.choose(settings.threshold, settings.num_perm, settings.fp_weight, settings.fn_weight)
-        return cls(settings.shingle, settings.num_perm, settings.seed, lsh.bands, lsh.rows, settings.minhash)
+        return cls(settings.shingle, settings.num_perm, settings.seed, lsh.bands, lsh.rows, settings.minhash,
+                   shard_bits_for(settings.capacity))
 
     @property
     def shingle_spec(self) -> ShingleSpec:
@@ -62,7 +75,7 @@ class IndexSpec:
         """Raise a ParameterMismatchError naming every differing parameter and `dedupd rebuild`."""
         diffs = [
             f"{name}: index has {getattr(stored, name)!r}, settings ask for {getattr(self, name)!r}"
-            for name in ("shingle", "num_perm", "seed", "bands", "rows", "minhash", "scheme")
+            for name in ("shingle", "num_perm", "seed", "bands", "rows", "minhash", "shard_bits", "scheme")
             if getattr(stored, name) != getattr(self, name)
         ]
         if diffs:
