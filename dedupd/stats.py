@@ -109,9 +109,10 @@ def daemons(client: Any, keys: Keys) -> list[DaemonStats]:
     out = []
     for name, beat in live_consumers(client, keys).items():
         pid = beat.get("pid")
-        counts = [int(beat.get(k, 0)) for k in ("processed", "alerts", "dead", "batches")]
-        out.append(DaemonStats(name, int(pid) if pid is not None else None, *counts,
-                               max(0.0, now - float(beat.get("time", now)))))
+        out.append(DaemonStats(name=name, pid=int(pid) if pid is not None else None,
+                               processed=int(beat.get("processed", 0)), alerts=int(beat.get("alerts", 0)),
+                               dead=int(beat.get("dead", 0)), batches=int(beat.get("batches", 0)),
+                               heartbeat_age_s=max(0.0, now - float(beat.get("time", now)))))
     return sorted(out, key=lambda d: d.name)
 
 
@@ -145,11 +146,9 @@ def collect(client: Any, keys: Keys, interval: float = 0.0,
     for stream in (keys.docs, keys.alerts, keys.dead):
         pipe.xlen(stream)
     docs_len, alerts_len, dead_len = (int(x) for x in pipe.execute())
-    snapshot = {
-        "spec": stored_spec(client, keys),
-        "consumers": consumers(client, keys),
-        "daemons": daemons(client, keys),
-    }
+    spec = stored_spec(client, keys)
+    group_consumers = consumers(client, keys)
+    live = daemons(client, keys)
     throughput = None
     totals = read_counters(client, keys)
     if first is not None:
@@ -163,7 +162,7 @@ def collect(client: Any, keys: Keys, interval: float = 0.0,
     return Stats(
         prefix=keys.prefix,
         documents=documents,
-        spec=snapshot["spec"],  # type: ignore[arg-type]
+        spec=spec,
         used_memory=memory[0] if memory is not None else None,
         memory_per_document=(max(0, memory[0] - memory[1]) / documents
                              if memory is not None and documents else None),
@@ -172,8 +171,8 @@ def collect(client: Any, keys: Keys, interval: float = 0.0,
         group=state is not None,
         lag=(state["lag"] if state is not None else docs_len),
         pending=(state["pending"] if state is not None else 0),
-        consumers=snapshot["consumers"],  # type: ignore[arg-type]
-        daemons=snapshot["daemons"],  # type: ignore[arg-type]
+        consumers=group_consumers,
+        daemons=live,
         alerts_length=alerts_len,
         dead_length=dead_len,
         totals=totals,
