@@ -1,0 +1,91 @@
+"""Redis going away: a restart with AOF in the middle of a stream, and Redis unreachable when serve starts."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from conftest import free_port
+from procs import (DEDUPD, RedisProc, Served, check_exactly_once, check_indexed_once, counter, pairs_corpus,
+                   push_corpus, wait_for)
+
+from dedupd.connection import connect
+from dedupd.errors import RedisUnavailableError
+from dedupd.keys import Keys
+from dedupd.monitor import wait_drained
+from dedupd.settings import load_settings
+
+
+@pytest.fixture
+def aof_redis(tmp_path: Path) -> Iterator[RedisProc]:
+    server = RedisProc(tmp_path / "redis", free_port(), "--appendonly", "yes", "--appendfsync", "always")
+    server.start()
+    yield server
+    server.kill()
+
+
+@pytest.mark.slow
+def test_redis_restart_mid_stream_loses_and_doubles_nothing(aof_redis: RedisProc, tmp_path: Path) -> None:
+    """SHUTDOWN and restart of an AOF Redis while the daemon works: it backs off, reconnects, and goes on."""
+    docs, expected = pairs_corpus(2000, 41, words=60)
+    r = redis.Redis(port=aof_redis.port)
+    inputs = push_corpus(r, docs[:2400])
+    daemon = Served(aof_redis.url, tmp_path / "serve.log", "--batch-size", "100")
+    wait_for(lambda: counter(r, "processed") >= 600, 60, "600 processed documents")
+    aof_redis.shutdown()
+    time.sleep(1.5)  # the daemon retries with backoff meanwhile
+    assert daemon.proc.poll() is None
+    aof_redis.start()
+    r = redis.Redis(port=aof_redis.port)
+    assert counter(r, "processed") < len(docs)
+    inputs |= push_corpus(r, docs[2400:])
+    assert wait_drained(r, Keys(), 120), daemon.stderr
+    assert daemon.stop() == 0
+    err = daemon.stderr
+    assert "Redis error" in err and "retrying in" in err and "Traceback" not in err
+    check_exactly_once(r, expected, inputs)
+    check_indexed_once(r, aof_redis.url, inputs)
+    assert r.xlen(Keys().dead) == 0
+
+
+def test_redis_unreachable_at_start_retries_then_serves(tmp_path: Path) -> None:
+    """No traceback: one warning per retry (capped backoff); once Redis is up, the daemon serves."""
+    server = RedisProc(tmp_path / "redis", free_port())
+    daemon = Served(server.url, tmp_path / "serve.log")
+    try:
+        wait_for(lambda: daemon.stderr.count("unreachable") >= 3, 20, "three retry warnings")
+        assert daemon.proc.poll() is None
+        server.start()
+        r = redis.Redis(port=server.port)
+        docs, expected = pairs_corpus(5, 42)
+        inputs = push_corpus(r, docs)
+        assert wait_drained(r, Keys(), 60), daemon.stderr
+        check_exactly_once(r, expected, inputs)
+        assert daemon.stop() == 0
+    finally:
+        daemon.stop()
+        server.kill()
+    err = daemon.stderr
+    assert f"Redis at redis://127.0.0.1:{server.port}/0 unreachable" in err and "retrying in" in err
+    assert "Traceback" not in err
+    delays = [float(line.rsplit("retrying in ", 1)[1].rstrip("s")) for line in err.splitlines()
+              if "unreachable" in line]
+    assert delays[:3] == [0.1, 0.2, 0.4] and max(delays) <= 5.0  # capped exponential backoff
+
+
+def test_redis_unreachable_gives_up_with_a_clear_message(tmp_path: Path) -> None:
+    """After its retry budget, connect raises one readable error; the CLI prints it (no password, no traceback)."""
+    url = f"redis://user:s3cret-pw@127.0.0.1:{free_port()}/0"
+    with pytest.raises(RedisUnavailableError) as info:
+        connect(load_settings(redis_url=url), retry_for_s=0.5)
+    msg = str(info.value)
+    assert "cannot reach Redis at redis://user:***@127.0.0.1:" in msg and "DEDUPD_REDIS_URL" in msg
+    assert "s3cret-pw" not in msg
+    shown = subprocess.run([*DEDUPD, "alerts", "--redis-url", url], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 2
+    assert shown.stderr.startswith("dedupd: error: cannot reach Redis at redis://user:***@")
+    assert "Traceback" not in shown.stderr and "s3cret-pw" not in shown.stderr
