@@ -20,24 +20,14 @@ import numpy.typing as npt
 
 from dedupd import lua
 from dedupd.errors import ConfigError
-from dedupd.fingerprint import Fingerprint, Fingerprinter
+from dedupd.fingerprint import Fingerprinter
+from dedupd.record import Record, decode_records
 from dedupd.hashing import U64Array
 from dedupd.keys import Keys
 from dedupd.minhash import SIG_DTYPE
 from dedupd.spec import IndexSpec
 
 _SH_DTYPE = np.dtype("<u4")
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Record:
-    """A stored document."""
-
-    num: int
-    doc_id: str
-    fingerprint: Fingerprint
-    entry_id: str
-    source: str | None = None
 
 
 _NO_BANDS = np.zeros(0, dtype=np.uint64)
@@ -51,52 +41,8 @@ class DocWrite:
     # band hashes of the buckets to leave / to join (and read): position = band; 0 = leave that band alone
     remove: U64Array = field(default_factory=lambda: _NO_BANDS)
     add: U64Array = field(default_factory=lambda: _NO_BANDS)
-    record: dict[str, bytes | str] | None = None  # record to store
+    record: bytes | None = None  # packed record to store
     delete_id: str | None = None  # forget this document (delete op)
-
-
-def encode_record(doc_id: str, fp: Fingerprint, entry_id: str, source: str | None, shingles: bool) -> dict[str, Any]:
-    rec: dict[str, Any] = {
-        "id": doc_id,
-        "sig": fp.raw.astype(SIG_DTYPE, copy=False).tobytes(),
-        "tail": fp.tail,
-        "n": fp.n_units,
-        "in": entry_id,
-        "src": source or "",
-    }
-    if shingles:
-        rec["sh"] = fp.shingles.astype(_SH_DTYPE, copy=False).tobytes()
-    return rec
-
-
-def decode_records(nums: Sequence[int], replies: Sequence[Sequence[bytes | None]], fingerprinter: Fingerprinter
-                   ) -> dict[int, Record | None]:
-    """Decode HMGET id sig tail n in src sh replies (signatures densified together)."""
-    num_perm = fingerprinter.spec.num_perm
-    out: dict[int, Record | None] = {}
-    present: list[tuple[int, Sequence[bytes | None], npt.NDArray[np.uint32]]] = []
-    for num, raw in zip(nums, replies, strict=True):
-        if raw[0] is None or raw[1] is None:
-            out[num] = None
-            continue
-        signature = np.frombuffer(raw[1], dtype=SIG_DTYPE)
-        if signature.shape[0] != num_perm:
-            raise ConfigError(f"document record {num} has a signature of {signature.shape[0]} values, the "
-                              f"index {num_perm}: the index is inconsistent; run `dedupd rebuild`")
-        present.append((num, raw, signature))
-    if not present:
-        return out
-    dense = fingerprinter.minhasher.densify(np.stack([p[2] for p in present]))
-    for (num, raw, signature), sig in zip(present, dense, strict=True):
-        doc_id, _, tail, n, entry_id, src, sh = raw
-        shingles = np.frombuffer(sh, dtype=_SH_DTYPE).astype(np.uint32) if sh else np.zeros(0, np.uint32)
-        fp = Fingerprint(shingles, sig, (tail or b"").decode(), int(n or 0), signature)
-        out[num] = Record(num, doc_id.decode(), fp, (entry_id or b"").decode(),  # type: ignore[union-attr]
-                          (src or b"").decode() or None)
-    return out
-
-
-_FIELDS = ("id", "sig", "tail", "n", "in", "src", "sh")
 
 
 class Index:
@@ -143,23 +89,19 @@ class Index:
         args: list[str] = []
         for doc_id, create in requests:
             args += ["a" if create else "g", doc_id]
-        keys = [self.keys.id_forward, self.keys.id_reverse, self.keys.id_seq]
+        keys = [self.keys.id_forward, self.keys.id_seq]
         return [int(x) for x in self._resolve(keys=keys, args=args)]
 
     # ----- records -----
-    def load_records(self, nums: Iterable[int], with_shingles: bool = True) -> dict[int, Record | None]:
+    def load_records(self, nums: Iterable[int]) -> dict[int, Record | None]:
         """Fetch document records in one pipelined exchange."""
         nums = list(dict.fromkeys(nums))
         if not nums:
             return {}
-        fields = list(_FIELDS) if with_shingles else list(_FIELDS[:-1])
         pipe = self.client.pipeline(transaction=False)
         for n in nums:
-            pipe.hmget(self.keys.doc(n), fields)
-        replies = pipe.execute()
-        if not with_shingles:
-            replies = [[*raw, None] for raw in replies]
-        return decode_records(nums, replies, self.fingerprinter)
+            pipe.get(self.keys.doc(n))
+        return decode_records(nums, pipe.execute(), self.fingerprinter)
 
     # ----- writes -----
     def apply(self, writes: Sequence[DocWrite]) -> list[set[int]]:
@@ -175,7 +117,7 @@ class Index:
         pipe = self.client.pipeline(transaction=False)
         for w in writes:
             if w.record is not None:
-                pipe.hset(self.keys.doc(w.num), mapping=w.record)
+                pipe.set(self.keys.doc(w.num), w.record)
         groups = self._bucket_ops(writes)
         for keys, args in groups:
             self._buckets(keys=keys, args=args, client=pipe)

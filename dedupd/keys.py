@@ -58,11 +58,6 @@ class Keys:
         return f"{self._ids_tag}:fwd"
 
     @property
-    def id_reverse(self) -> str:
-        """Hash: integer id -> document id."""
-        return f"{self._ids_tag}:rev"
-
-    @property
     def id_seq(self) -> str:
         """Counter for integer ids."""
         return f"{self._ids_tag}:seq"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-# KEYS: fwd, rev, seq.  ARGV: pairs (mode, id), mode "a" = get or assign, "g" = get only.
+# KEYS: fwd, seq.  ARGV: pairs (mode, id), mode "a" = get or assign, "g" = get only.
 # Returns per id: n (existing), -n (newly assigned), 0 (unknown, get only).
 RESOLVE_IDS = """
 local out = {}
@@ -12,9 +12,8 @@ for i = 1, #ARGV, 2 do
   if n then
     out[#out + 1] = tonumber(n)
   elseif mode == 'a' then
-    n = redis.call('INCR', KEYS[3])
+    n = redis.call('INCR', KEYS[2])
     redis.call('HSET', KEYS[1], id, n)
-    redis.call('HSET', KEYS[2], n, id)
     out[#out + 1] = -n
   else
     out[#out + 1] = 0
@@ -23,7 +22,7 @@ end
 return out
 """
 
-# KEYS: fwd.  ARGV: id, n.  Forgets id -> n only if it still maps to n (rev is kept for cluster names).
+# KEYS: fwd.  ARGV: id, n.  Forgets id -> n only if it still maps to n.
 FORGET_ID = """
 if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
   return redis.call('HDEL', KEYS[1], ARGV[1])
@@ -45,8 +44,8 @@ redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', tonumber(ARGV[2]) - tonumber(ARG
 return 1
 """
 
-# KEYS: parent, rev.  ARGV: groups "n k m1 .. mk": union n with each m; returns per group the root's
-# document id (the root is the cluster's oldest document: union by smaller integer id).
+# KEYS: parent.  ARGV: groups "n k m1 .. mk": union n with each m; returns per group the root's integer
+# id (the root is the cluster's oldest document: union by smaller integer id).
 UNION_FIND = """
 local function find(x)
   local root = x
@@ -75,8 +74,7 @@ while i <= #ARGV do
       end
     end
   end
-  local root = find(n)
-  out[#out + 1] = redis.call('HGET', KEYS[2], root) or ('#' .. root)
+  out[#out + 1] = tonumber(find(n))
   i = i + 2 + k
 end
 return out

@@ -24,7 +24,8 @@ from dedupd.entries import MAX_DELIVERIES, Entry, Op, parse_entry
 from dedupd.errors import InputError
 from dedupd.fingerprint import AppendTo, Fingerprint
 from dedupd.hashing import U64Array
-from dedupd.index import DocWrite, Index, Record, encode_record
+from dedupd.index import DocWrite, Index
+from dedupd.record import Record, encode_record, record_doc_id
 from dedupd.keys import Keys
 from dedupd.minhash import estimate
 from dedupd.settings import Settings
@@ -193,7 +194,7 @@ class Processor:
 
         # verify candidates
         wanted = {c for cands in found for c in cands if c not in new_fps}
-        others = self.index.load_records(wanted, with_shingles=self.settings.verify == "exact") if wanted else {}
+        others = self.index.load_records(wanted) if wanted else {}
         alerts: list[tuple[Entry, int, list[tuple[str, float, int]]]] = []
         for (e, num, _, ref), cands in zip(plan, found, strict=True):
             if ref is None or not cands:
@@ -235,15 +236,29 @@ class Processor:
             return sorted(set(_WORDS.findall(e.text.lower())))
         return None
 
+    def _cluster_names(self, roots: list[int], known: dict[int, str]) -> list[str]:
+        """A cluster is named by its root (oldest) document's id; ``#n`` if that document is gone."""
+        missing = [n for n in dict.fromkeys(roots) if n not in known]
+        if missing:
+            pipe = self.client.pipeline(transaction=False)
+            for n in missing:
+                pipe.get(self.keys.doc(n))
+            for n, blob in zip(missing, pipe.execute(), strict=True):
+                known[n] = record_doc_id(blob) if blob else f"#{n}"
+        return [known[n] for n in roots]
+
     def _emit_outputs(self, entries: Sequence[Entry], alerts: list[tuple[Entry, int, list[tuple[str, float, int]]]],
                       result: BatchResult) -> None:
         roots: list[str] = []
         if alerts:
             args: list[Any] = []
-            for _, num, matches in alerts:
+            names: dict[int, str] = {}
+            for e, num, matches in alerts:
                 args += [num, len(matches), *[m[2] for m in matches]]
-            roots = [r.decode() if isinstance(r, bytes) else str(r)
-                     for r in self._union(keys=[self.keys.uf_parent, self.keys.id_reverse], args=args)]
+                names[num] = e.doc_id
+                names.update((m[2], m[0]) for m in matches)
+            root_nums = [int(x) for x in self._union(keys=[self.keys.uf_parent], args=args)]
+            roots = self._cluster_names(root_nums, names)
         now = int(time.time() * 1000)
         ttl = self.settings.seen_ttl_s * 1000
         pipe = self.client.pipeline(transaction=False)
