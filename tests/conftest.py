@@ -81,3 +81,4 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         if key.startswith("DEDUPD_"):
             monkeypatch.delenv(key)
     monkeypatch.setenv("DEDUPD_DATA_DIR", str(tmp_path / "embedded"))
+    monkeypatch.setenv("DEDUPD_METRICS_PORT", "0")  # tests that want metrics choose a free port
