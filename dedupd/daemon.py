@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 GROUP = "dedupd"
 _MAX_BACKOFF_S = 5.0
-_TRIM_EVERY_S = 1.0
+_TRIM_EVERY_S = 0.2
 # Errors that say nothing about the entries of a batch: never a reason to fail or dead-letter an entry.
 _NOT_THE_ENTRY = (*RETRYABLE, redis.exceptions.NoPermissionError)
 
@@ -251,7 +251,7 @@ class Daemon:
             self.client.xack(self.keys.docs, GROUP, gone)
 
     def _trim(self) -> None:
-        """Trim the acknowledged history of the input stream (``docs_retention_s``), at most once a second."""
+        """Trim the acknowledged input history (``docs_retention_s``), at most every ``_TRIM_EVERY_S``."""
         retention = self.settings.docs_retention_s
         now = time.monotonic()
         if retention is None or now - self._last_trim < _TRIM_EVERY_S:
