@@ -121,7 +121,11 @@ def serve(**opts: Any) -> None:
               "(default: the file name and ':').")
 @click.option("--wait/--no-wait", default=False, help="Wait until the daemons have processed everything.")
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds --wait waits at most.")
-def push(file: Any, fmt: str, id_prefix: str | None, wait: bool, timeout: float, **opts: Any) -> None:
+@click.option("--max-lag", type=click.IntRange(min=1), default=None,
+              help="Backpressure: pause while more than this many pushed entries wait for the daemons "
+                   "(unread by the consumer group), so the input stream stays bounded. Default: no limit.")
+def push(file: Any, fmt: str, id_prefix: str | None, wait: bool, timeout: float, max_lag: int | None,
+         **opts: Any) -> None:
     """Push documents from FILE (or - for standard input) into the input stream.
 
     JSONL lines carry the stream fields: {"id": "42", "text": "...", "op": "upsert", "source": "...",
@@ -139,6 +143,7 @@ def push(file: Any, fmt: str, id_prefix: str | None, wait: bool, timeout: float,
     size = _file_size(file)
     producer = Producer(client, keys)
     bad = 0
+    flushed = 0
 
     def lines() -> Any:
         for line in file:
@@ -155,6 +160,9 @@ def push(file: Any, fmt: str, id_prefix: str | None, wait: bool, timeout: float,
                 click.echo(f"\n{name}:{item.line_no}: skipped: {item.reason}", err=True)
                 continue
             producer.add(item)
+            if max_lag is not None and producer.pushed != flushed:
+                flushed = producer.pushed
+                _wait_for_room(client, keys, max_lag)
         producer.flush()
     click.echo(f"pushed {producer.pushed} documents to {keys.docs}" + (f"; skipped {bad} bad lines" if bad else ""),
                err=True)
@@ -165,6 +173,20 @@ def push(file: Any, fmt: str, id_prefix: str | None, wait: bool, timeout: float,
             raise DedupdError(f"the daemons did not finish within {timeout:.0f}s; is `dedupd serve` running?")
         click.echo("all pushed documents are processed", err=True)
     sys.exit(1 if bad else 0)
+
+
+def _wait_for_room(client: Any, keys: Keys, max_lag: int) -> None:
+    """Sleep while the consumer group has more than ``max_lag`` unread entries (no group yet: the stream length)."""
+    from dedupd.monitor import group_state
+
+    delay = 0.01
+    while True:
+        state = group_state(client, keys)
+        backlog = client.xlen(keys.docs) if state is None else state["lag"]
+        if backlog is None or backlog <= max_lag:  # None: Redis cannot tell (entries were deleted); go on
+            return
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
 
 
 def _file_size(file: Any) -> int | None:
