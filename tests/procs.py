@@ -107,7 +107,7 @@ def check_indexed_once(r: redis.Redis, url: str, inputs: dict[str, str], prefix:
     docs = list(last_entry)
     nums = index.resolve_ids([(d, False) for d in docs])
     assert all(n > 0 for n in nums)
-    records = index.load_records(nums, with_shingles=False)
+    records = index.load_records(nums)
     for doc, num in zip(docs, nums, strict=True):
         rec = records[num]
         assert rec is not None and rec.doc_id == doc and rec.entry_id == last_entry[doc], (doc, rec)
