@@ -13,8 +13,9 @@ from dedupd.settings import Settings, ShingleSpec, load_settings
 CONFIG = Path(__file__).resolve().parents[1] / "config" / "dedupd.toml"
 
 
-def test_documented_defaults_equal_code_defaults() -> None:
+def test_documented_defaults_equal_code_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     """config/dedupd.toml documents the defaults: each value in it is the built-in default."""
+    monkeypatch.delenv("DEDUPD_METRICS_PORT", raising=False)
     documented = tomllib.loads(CONFIG.read_text())
     defaults = Settings()
     assert documented, "the config file documents no setting"
