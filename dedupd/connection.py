@@ -97,12 +97,16 @@ def connect(settings: Settings, *, retry_for_s: float = 0.0, start_embedded: boo
     """
     client: Any
     common: dict[str, Any] = {"socket_timeout": 30, "socket_connect_timeout": 5, "health_check_interval": 30}
-    if settings.redis_url is None:
-        client = redis.Redis(unix_socket_path=embedded_socket(settings, start_embedded), socket_timeout=30)
-    elif settings.redis_cluster:
-        client = redis.cluster.RedisCluster.from_url(settings.redis_url, **common)
-    else:
-        client = redis.Redis.from_url(settings.redis_url, **common)
+    try:
+        if settings.redis_url is None:
+            client = redis.Redis(unix_socket_path=embedded_socket(settings, start_embedded), socket_timeout=30)
+        elif settings.redis_cluster:
+            client = redis.cluster.RedisCluster.from_url(settings.redis_url, **common)
+        else:
+            client = redis.Redis.from_url(settings.redis_url, **common)
+    except ValueError:  # its message may quote a piece of the password: not shown
+        raise ConfigError(f"the Redis URL {settings.redacted_url()} cannot be parsed; characters such as # / ? @ "
+                          "in the user name or password must be percent-encoded (# as %23)") from None
     wait_until_up(client, settings, retry_for_s)
     return client
 

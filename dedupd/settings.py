@@ -180,7 +180,8 @@ class Settings(BaseSettings):
         """The Redis URL with any password hidden, fit for logs."""
         if not self.redis_url:
             return f"embedded ({self.data_dir})"
-        return re.sub(r"//([^@/]*)@", lambda m: "//" + _redact_userinfo(m.group(1)) + "@", self.redis_url)
+        # up to the last '@' before the query: a password holding '/', '@' or '#' unencoded is hidden whole
+        return re.sub(r"//([^?]*)@", lambda m: "//" + _redact_userinfo(m.group(1)) + "@", self.redis_url, count=1)
 
 
 def _redact_userinfo(info: str) -> str:
