@@ -43,6 +43,12 @@ class DocWrite:
     add: U64Array = field(default_factory=lambda: _NO_BANDS)
     record: bytes | None = None  # packed record to store
     delete_id: str | None = None  # forget this document (delete op)
+    expected: str | None = None  # the record's input entry id when read ('' = none); None = no check
+
+    @property
+    def check_op(self) -> bytes:
+        """The record op: write, delete, or check only."""
+        return b"c" if self.record is not None else (b"x" if self.delete_id is not None else b"k")
 
 
 class Index:
@@ -58,6 +64,7 @@ class Index:
         self._resolve = client.register_script(lua.RESOLVE_IDS)
         self._forget = client.register_script(lua.FORGET_ID)
         self._buckets = client.register_script(lua.BUCKETS)
+        self._cas = client.register_script(lua.RECORD_CAS)
         self._shift = np.uint64(64 - spec.shard_bits)
         self._key_cache: dict[tuple[int, int], str] = {}
         self._key_table: npt.NDArray[np.object_] | None = None
@@ -104,46 +111,68 @@ class Index:
         return decode_records(nums, pipe.execute(), self.fingerprinter)
 
     # ----- writes -----
-    def apply(self, writes: Sequence[DocWrite]) -> list[set[int]]:
-        """Apply the writes of a batch in one pipelined exchange.
+    def apply(self, writes: Sequence[DocWrite]) -> list[set[int] | None]:
+        """Apply the writes of a batch: records and buckets of every document, in batch order.
 
-        Order: new records first (so that a concurrent reader that finds a document in a bucket can read
-        it), then the bucket changes of every document in batch order (one script call per Redis
-        Cluster slot group, one in all on a single Redis), then deletions.
+        On a single Redis this is one script call, atomic: a document whose record changed since it was
+        read (another consumer got there first) is left untouched. On a Redis Cluster the records are
+        checked and written first (one script per record), then the buckets of the documents that passed.
 
         Returns:
-            For each write, the integer ids found in the buckets it joined (itself excluded).
+            For each write, the integer ids found in the buckets it joined (itself excluded), or None
+            when its record had changed (process that entry again).
         """
+        if self._cluster:
+            passed = self._check_records(writes)
+            writes = [w if ok else DocWrite(w.num) for w, ok in zip(writes, passed, strict=True)]
         pipe = self.client.pipeline(transaction=False)
-        for w in writes:
-            if w.record is not None:
-                pipe.set(self.keys.doc(w.num), w.record)
-        groups = self._bucket_ops(writes)
+        groups = self._bucket_ops(writes, with_records=not self._cluster)
         for keys, args in groups:
             self._buckets(keys=keys, args=args, client=pipe)
-        for w in writes:
-            if w.delete_id is not None:
-                pipe.delete(self.keys.doc(w.num))
-                self._forget(keys=[self.keys.id_forward], args=[w.delete_id, w.num], client=pipe)
-        replies = pipe.execute()
-        n_records = sum(w.record is not None for w in writes)
-        per_group = replies[n_records : n_records + len(groups)]
-        found: list[set[int]] = []
+        replies = pipe.execute() if groups else []
+        found: list[set[int] | None] = []
         for i, w in enumerate(writes):
-            packed = b"".join(group[i] for group in per_group)
+            parts = [group[i] for group in replies]
+            if b"!" in parts or (self._cluster and not passed[i]):
+                found.append(None)
+                continue
+            packed = b"".join(parts)
             ids = set(np.frombuffer(packed, dtype="<u4").tolist()) if packed else set()
             ids.discard(w.num)
             found.append(ids)
+        forget = [w for w, f in zip(writes, found, strict=True) if w.delete_id is not None and f is not None]
+        if forget:
+            pipe = self.client.pipeline(transaction=False)
+            for w in forget:
+                if self._cluster:
+                    pipe.delete(self.keys.doc(w.num))
+                self._forget(keys=[self.keys.id_forward], args=[w.delete_id, w.num], client=pipe)
+            pipe.execute()
         return found
 
-    def _bucket_ops(self, writes: Sequence[DocWrite]) -> list[tuple[list[str], list[bytes]]]:
-        """Encode the bucket changes as BUCKETS script calls (one per cluster slot group, else one)."""
+    def _check_records(self, writes: Sequence[DocWrite]) -> list[bool]:
+        """Redis Cluster: check and write each record on its own (one slot per script)."""
+        pipe = self.client.pipeline(transaction=False)
+        checked = [w for w in writes if w.expected is not None]
+        for w in checked:
+            op = w.check_op if w.check_op != b"x" else b"k"  # deleted after its buckets are left
+            self._cas(keys=[self.keys.doc(w.num)], args=[op, w.expected, w.record or b""], client=pipe)
+        ok = iter(bool(x) for x in (pipe.execute() if checked else []))
+        return [next(ok) if w.expected is not None else True for w in writes]
+
+    def _bucket_ops(self, writes: Sequence[DocWrite], with_records: bool) -> list[tuple[list[str], list[bytes]]]:
+        """Encode the changes as BUCKETS script calls: one in all (with the record checks and writes), or
+        on a Redis Cluster one per slot (buckets only)."""
         ops: list[bytes] = []
+        checks: list[DocWrite] = []
         band_parts: list[npt.NDArray[np.int64]] = []
         hash_parts: list[U64Array] = []
         id_parts: list[npt.NDArray[np.uint32]] = []
         doc_parts: list[npt.NDArray[np.int64]] = []
         for i, w in enumerate(writes):
+            if with_records and w.expected is not None:
+                ops.append(w.check_op)
+                checks.append(w)
             for code, hashes in ((b"r", w.remove), (b"a", w.add)):
                 if hashes.size == 0:
                     continue
@@ -156,8 +185,11 @@ class Index:
                 id_parts.append(np.full(bands.size, w.num, dtype=np.uint32))
                 doc_parts.append(np.full(bands.size, i, dtype=np.int64))
             ops.append(b"d")
-        if not band_parts:
+        if not band_parts and not checks:
             return []
+        if not band_parts:
+            band_parts, hash_parts = [np.zeros(0, np.int64)], [np.zeros(0, np.uint64)]
+            id_parts, doc_parts = [np.zeros(0, np.uint32)], [np.zeros(0, np.int64)]
         band = np.concatenate(band_parts)
         hashes = np.concatenate(hash_parts)
         ids = np.concatenate(id_parts)
@@ -166,9 +198,14 @@ class Index:
         pair, inverse = np.unique((band << 21) | shard, return_inverse=True)
         names = self._names(band_of=pair >> 21, shard_of=pair & ((1 << 21) - 1))
         fields = hashes.astype("<u8")
-        if not self._cluster:
-            return [(names, [b"".join(ops), (inverse + 1).astype("<u4").tobytes(), fields.tobytes(),
-                             ids.astype("<u4").tobytes()])]
+        if with_records:
+            record_keys = [self.keys.doc(w.num) for w in checks]
+            ckidx = np.arange(len(names) + 1, len(names) + 1 + len(checks), dtype="<u4").tobytes()
+            args: list[bytes | str] = [b"".join(ops), (inverse + 1).astype("<u4").tobytes(), fields.tobytes(),
+                                       ids.astype("<u4").tobytes(), ckidx]
+            for w in checks:
+                args += [w.expected or "", w.record or b""]
+            return [(names + record_keys, args)]  # type: ignore[list-item]
         # Redis Cluster: one call per slot; each call still closes every document ('d' per write)
         slots = np.array([int(self.client.keyslot(n)) for n in names], dtype=np.int64)[inverse]
         out: list[tuple[list[str], list[bytes]]] = []

@@ -81,13 +81,19 @@ return out
 """
 
 # Band buckets: each bucket is a field (the 8-byte band hash) of a Redis hash holding, as its value,
-# the packed little-endian uint32 ids of the documents in it.
-# KEYS: the bucket hashes used.  ARGV[1]: one op code per op: 'a' join a bucket and read it, 'r' leave a
-# bucket, 'd' end of a document.  ARGV[2]: per 'a'/'r' op, its key index (uint16 LE, 1-based).
-# ARGV[3]: per 'a'/'r' op, the field (8 bytes).  ARGV[4]: per 'a'/'r' op, the id (4 bytes).
-# Returns one string per 'd': the packed ids found in the buckets that document joined (before it).
+# the packed little-endian uint32 ids of the documents in it. A document's record is checked and written
+# in the same call, so that two consumers changing one document cannot interleave.
+# KEYS: the bucket hashes and document records used.  ARGV[1]: one op code per op:
+#   'c' check the record is still the one read, then write the new one; 'x' check, then delete it;
+#   'k' check only; 'a' join a bucket and read it; 'r' leave a bucket; 'd' end of a document.
+# ARGV[2]: per 'a'/'r' op, its key index (uint32 LE, 1-based).  ARGV[3]: per 'a'/'r' op, the field
+# (8 bytes).  ARGV[4]: per 'a'/'r' op, the id (4 bytes).  ARGV[5]: per 'c'/'x'/'k' op, the record's key
+# index (uint32 LE).  ARGV[6], ARGV[7], ...: per 'c'/'x'/'k' op, the input entry id the record was read
+# with ('' = no record) and the new record ('' for 'x'/'k').
+# Returns one string per 'd': the packed ids found in the buckets that document joined (before it), or
+# '!' when its record had changed since it was read (nothing of that document was written).
 BUCKETS = """
-local ops, kidx, fields, ids = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local ops, kidx, fields, ids, ckidx = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local function find(v, id)
   local from = 1
   while true do
@@ -97,19 +103,39 @@ local function find(v, id)
     from = s + 1
   end
 end
+local function entry_of(blob)
+  if not blob then return '' end
+  local _, perm, _, nid, ntail, nin = struct.unpack('<BHIIIHHI', blob)
+  local at = 24 + 4 * perm + nid + ntail
+  return string.sub(blob, at, at + nin - 1)
+end
 local out, acc = {}, {}
-local j = 0
+local j, c, skip = 0, 0, false
 for i = 1, #ops do
   local op = string.sub(ops, i, i)
   if op == 'd' then
-    out[#out + 1] = table.concat(acc)
+    if skip then out[#out + 1] = '!' else out[#out + 1] = table.concat(acc) end
     acc = {}
+    skip = false
+  elseif op == 'c' or op == 'x' or op == 'k' then
+    local key = KEYS[struct.unpack('<I4', ckidx, 4 * c + 1)]
+    local expected, blob = ARGV[6 + 2 * c], ARGV[7 + 2 * c]
+    c = c + 1
+    if entry_of(redis.call('GET', key)) ~= expected then
+      skip = true
+    elseif op == 'c' then
+      redis.call('SET', key, blob)
+    elseif op == 'x' then
+      redis.call('DEL', key)
+    end
   else
-    local key = KEYS[struct.unpack("<I4", kidx, 4 * j + 1)]
+    local key = KEYS[struct.unpack('<I4', kidx, 4 * j + 1)]
     local field = string.sub(fields, 8 * j + 1, 8 * j + 8)
     local id = string.sub(ids, 4 * j + 1, 4 * j + 4)
     j = j + 1
-    if op == 'a' then
+    if skip then
+      -- this document's record changed: leave its buckets alone
+    elseif op == 'a' then
       if redis.call('HSETNX', key, field, id) == 0 then  -- the bucket exists: read it, join it
         local v = redis.call('HGET', key, field)
         local at = find(v, id)
@@ -123,9 +149,9 @@ for i = 1, #ops do
     else
       local v = redis.call('HGET', key, field)
       if v then
-      local at = find(v, id)
-      if at then
-        local rest = string.sub(v, 1, at - 1) .. string.sub(v, at + 4)
+        local at = find(v, id)
+        if at then
+          local rest = string.sub(v, 1, at - 1) .. string.sub(v, at + 4)
           if rest == '' then redis.call('HDEL', key, field) else redis.call('HSET', key, field, rest) end
         end
       end
@@ -133,4 +159,18 @@ for i = 1, #ops do
   end
 end
 return out
+"""
+
+# The record check of BUCKETS alone, for Redis Cluster (a record and its buckets live in other slots).
+# KEYS: the record.  ARGV: op ('c', 'x' or 'k'), the entry id it was read with, the new record.
+RECORD_CAS = """
+local function entry_of(blob)
+  if not blob then return '' end
+  local _, perm, _, nid, ntail, nin = struct.unpack('<BHIIIHHI', blob)
+  local at = 24 + 4 * perm + nid + ntail
+  return string.sub(blob, at, at + nin - 1)
+end
+if entry_of(redis.call('GET', KEYS[1])) ~= ARGV[2] then return 0 end
+if ARGV[1] == 'c' then redis.call('SET', KEYS[1], ARGV[3]) elseif ARGV[1] == 'x' then redis.call('DEL', KEYS[1]) end
+return 1
 """

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 RawEntry = tuple[str, dict[bytes, bytes]]
 _WORDS = re.compile(r"\w+")
+_MAX_ATTEMPTS = 8
 
 
 def stream_id_key(entry_id: str) -> tuple[int, int]:
@@ -135,15 +136,18 @@ class Processor:
             log.warning("dead-lettered %s: %s (%s)", entry_id, code, detail)
 
     # ----- one run of entries with distinct document ids -----
-    def _process_unique(self, entries: Sequence[Entry], result: BatchResult) -> None:
+    def _process_unique(self, entries: Sequence[Entry], result: BatchResult, attempt: int = 1) -> None:
         nums = self.index.resolve_ids([(e.doc_id, e.op is not Op.DELETE) for e in entries])
         existing = self.index.load_records(n for n in nums if n > 0)
         requests: list[str | AppendTo] = []
         plan: list[tuple[Entry, int, Record | None, int | Fingerprint | None]] = []
         stored_in: dict[int, str] = {}  # entry that last changed a document we leave as it is
+        expected: dict[int, str] = {}  # the input entry id of each record as read ('' = none)
         for e, n in zip(entries, nums, strict=True):
             num = abs(n)
             old = existing.get(n) if n > 0 else None
+            if num:
+                expected[num] = old.entry_id if old is not None else ""
             if e.op is Op.DELETE:
                 plan.append((e, num, old, None))
                 continue
@@ -176,7 +180,7 @@ class Processor:
         writes: list[DocWrite] = []
         new_fps: dict[int, tuple[str, Fingerprint, str]] = {}
         for (e, num, old, ref), (old_fp, fp) in zip(plan, resolved, strict=True):
-            w = DocWrite(num)
+            w = DocWrite(num, expected=expected.get(num))
             old_bands = bands(old_fp)
             if fp is None:  # delete
                 if num:
@@ -191,13 +195,17 @@ class Processor:
             new_fps[num] = (e.doc_id, fp, stored_in.get(num, e.entry_id))
             writes.append(w)
         found = self.index.apply(writes)
+        retry = [e for (e, *_), f in zip(plan, found, strict=True) if f is None]
+        for (_, num, _, _), f in zip(plan, found, strict=True):
+            if f is None:  # another consumer changed this document first: nothing of ours was written
+                new_fps.pop(num, None)
 
         # verify candidates
-        wanted = {c for cands in found for c in cands if c not in new_fps}
+        wanted = {c for cands in found if cands for c in cands if c not in new_fps}
         others = self.index.load_records(wanted) if wanted else {}
         alerts: list[tuple[Entry, int, list[tuple[str, float, int]]]] = []
         for (e, num, _, ref), cands in zip(plan, found, strict=True):
-            if ref is None or not cands:
+            if ref is None or not cands or num not in new_fps:
                 continue
             _, fp, _ = new_fps[num]
             # a redelivered entry (already applied) reports only documents that were there before it
@@ -219,8 +227,14 @@ class Processor:
             if matches:
                 matches.sort(key=lambda m: (-m[1], m[0]))
                 alerts.append((e, num, matches))
-        self._emit_outputs(entries, alerts, result)
-        result.processed += len(entries)
+        done = [e for (e, *_), f in zip(plan, found, strict=True) if f is not None]
+        self._emit_outputs(done, alerts, result)
+        result.processed += len(done)
+        if retry:
+            if attempt >= _MAX_ATTEMPTS:
+                raise RuntimeError(f"{len(retry)} documents kept changing under concurrent updates")
+            log.info("%d documents changed under a concurrent update; processing them again", len(retry))
+            self._process_unique(retry, result, attempt + 1)
 
     def _similarity(self, a: Fingerprint, b: Fingerprint) -> float:
         if self.settings.verify == "exact" and a.shingles.size and b.shingles.size:

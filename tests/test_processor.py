@@ -219,3 +219,47 @@ def test_buckets_follow_upserts_and_deletes(r: redis.Redis, redis_url: str) -> N
     drain(daemon)
     assert bucket_members(r) == {}
     assert list(r.scan_iter(match=b"dedupd:doc:*")) == []
+
+
+@pytest.mark.parametrize("first", ["older", "newer"])
+def test_concurrent_upserts_of_one_id_converge(r: redis.Redis, redis_url: str, first: str) -> None:
+    """Two consumers read the same record and write at once: the one that comes second finds the record
+    changed, writes nothing, and redoes its entry; the later entry wins and only its buckets hold the doc."""
+    import threading
+
+    rng = random.Random(9)
+    d1, d2 = make_daemon(redis_url, consumer="one"), make_daemon(redis_url, consumer="two")
+    push(r, [{"id": "doc", "text": text(rng)}])
+    drain(d1)
+    push(r, [{"id": "doc", "text": text(rng)}])
+    older, _ = d1._next_batch()
+    push(r, [{"id": "doc", "text": text(rng)}])
+    newer, _ = d2._next_batch()
+    order = [d1, d2] if first == "older" else [d2, d1]
+    gate = threading.Event()
+    for d in (d1, d2):
+        real = d.index.apply
+        calls = []
+
+        def held(writes, _real=real, _d=d, _calls=calls):  # type: ignore[no-untyped-def]
+            _calls.append(1)
+            if len(_calls) == 1:  # both have read the record before either writes
+                if _d is order[1]:
+                    gate.wait(timeout=10)
+                out = _real(writes)
+                if _d is order[0]:
+                    gate.set()
+                return out
+            return _real(writes)
+
+        d.index.apply = held  # type: ignore[method-assign]
+    threads = [threading.Thread(target=d.handle, args=(b, None)) for d, b in ((d1, older), (d2, newer))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert pending(r) == 0
+    num = int(r.hget(Keys().id_forward, "doc"))
+    stored = d1.index.load_records([num])[num]
+    assert stored is not None and stored.entry_id == newer[0][0]
+    assert bucket_members(r) == {num: d1.index.spec.bands}
