@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from dedupd.hashing import U64Array
 from dedupd.minhash import EMPTY, make_hasher
-from dedupd.shingling import Shingler, Units, distinct32
+from dedupd.shingling import Shingler, distinct32, normalize
 from dedupd.spec import IndexSpec
 
 
@@ -63,38 +63,42 @@ class Fingerprinter:
             One fingerprint per request, in order.
         """
         k = self.shingler.spec.k
-        units: list[Units] = []
+        # an append is the stored tail (the last k-1 units) followed by the chunk: every shingle of that
+        # text is new; when the document had fewer than k units, the tail is all of it: start afresh
+        chars = self.shingler.spec.unit == "char"
+        texts: list[str] = []
         for req in requests:
             if isinstance(req, str):
-                units.append(self.shingler.units(req))
-            elif req.old.n_units < k:  # the stored tail is the whole old text: recompute exactly
-                units.append(self.shingler.units(req.old.tail + "\n" + req.chunk))
+                texts.append(req)
+            elif chars:  # normalised already: joining must not strip the tail's spaces
+                chunk = normalize(req.chunk)
+                texts.append(req.old.tail + " " + chunk if req.old.tail and chunk else req.old.tail or chunk)
             else:
-                chunk_units = self.shingler.units(req.chunk)
-                units.append(self.shingler.append_units(req.old.tail, req.old.n_units, req.chunk)
-                             if len(chunk_units) else Units([], ""))
-        hashes, offsets = self.shingler.hash_sets(units, distinct=False)
-        raws = self.minhasher.signatures(hashes, offsets, densify=False)
+                texts.append(req.old.tail + "\n" + req.chunk)
+        pre = frozenset(i for i, r in enumerate(requests) if chars and not isinstance(r, str))
+        batch = self.shingler.batch(texts, normalized=pre)
+        raws = self.minhasher.signatures(batch.hashes, batch.offsets, densify=False)
         if self.keep_shingles:
-            fps32, offsets = distinct32(hashes, offsets)
+            fps32, offsets = distinct32(batch.hashes, batch.offsets)
         else:
             fps32, offsets = np.zeros(0, np.uint32), np.zeros(len(requests) + 1, np.int64)
-        for i, req in enumerate(requests):  # an append: the union's raw signature is the minimum
-            if not isinstance(req, str) and req.old.n_units >= k and len(units[i]):
-                raws[i] = np.minimum(raws[i], req.old.raw)
+        grows = [not isinstance(req, str) and req.old.n_units >= k for req in requests]
+        for i, req in enumerate(requests):
+            if grows[i] and batch.n_units[i] > k - 1:
+                raws[i] = np.minimum(raws[i], req.old.raw)  # type: ignore[union-attr]
         sigs = self.minhasher.densify(raws) if len(requests) else raws
         out: list[Fingerprint] = []
         for i, req in enumerate(requests):
             sh = fps32[offsets[i] : offsets[i + 1]]
-            if isinstance(req, str) or req.old.n_units < k:
-                out.append(Fingerprint(sh, sigs[i], units[i].tail(k), len(units[i]), raws[i]))
-            elif len(units[i]) == 0:  # nothing new
-                out.append(req.old)
+            n = int(batch.n_units[i])
+            if not grows[i]:
+                out.append(Fingerprint(sh, sigs[i], batch.tails[i], n, raws[i]))
+            elif n <= k - 1:  # the chunk has no unit: nothing new
+                out.append(req.old)  # type: ignore[union-attr]
             else:
-                old = req.old
-                added = len(units[i]) - (k - 1)
-                out.append(Fingerprint(np.union1d(old.shingles, sh), sigs[i], units[i].tail(k),
-                                       old.n_units + added, raws[i]))
+                old = req.old  # type: ignore[union-attr]
+                out.append(Fingerprint(np.union1d(old.shingles, sh), sigs[i], batch.tails[i],
+                                       old.n_units + n - (k - 1), raws[i]))
         return out
 
     def from_raw(self, shingles: npt.NDArray[np.uint32], raw: npt.NDArray[np.uint32], tail: str, n_units: int) -> Fingerprint:

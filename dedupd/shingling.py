@@ -1,15 +1,18 @@
-"""Shingling: documents to sets of 64-bit shingle hashes (pure, vectorized over a batch).
+"""Shingling: documents to 64-bit shingle hashes, for a whole batch at once (pure numpy, no Redis).
 
 Course material: seeds/001 ("k-shingles", "hashing shingles") and seeds/004 (hash shingles directly
 instead of keeping a shingle dictionary).
 
 Normalisation: Unicode NFKC, lowercase, whitespace runs collapsed to one space, ends stripped.
-Units are words (maximal runs of ``\\w`` in the normalised text) or characters. A k-shingle is k
-consecutive units. Each word is hashed with xxhash (xxh3_64, memoised, so the per-word work is a
-C-level dict lookup); characters are their code points. The k unit hashes of a shingle are combined
-with :func:`dedupd.hashing.combine`. A text with fewer than k units yields one shingle of all its
-units; a text with no word at all (``"!!!"``) yields one shingle of its whole normalised text; an
-empty text yields none.
+Units are words (maximal runs of ``\\w`` characters, as Python's ``re`` defines them) or characters.
+A k-shingle is k consecutive units. The batch is processed without a Python loop per word or shingle:
+the normalised texts are joined and viewed as one array of code points; a table says which code points
+are word characters; each code point is mixed with its position in its word (``fmix64``) and the mixes
+of a word are summed (``np.add.reduceat``) into the word's hash; k consecutive word hashes are combined
+into the shingle's hash (:func:`dedupd.hashing.combine`'s multilinear form, then ``fmix64``). Characters
+are their code points. A text with fewer than k units yields one shingle of all its units; a text with
+no word at all (``"!!!"``) yields one shingle of its whole normalised text (hashed with xxhash); an empty
+text yields none.
 
 Example:
     >>> sh = Shingler(ShingleSpec("word", 2))
@@ -31,13 +34,16 @@ import xxhash
 from dedupd.hashing import POSITION_MULTIPLIERS, U64, U64Array, fmix64
 from dedupd.settings import ShingleSpec
 
-_WORD_RE = re.compile(r"\w+")
 _WS_RE = re.compile(r"\s+")
-_ASCII_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
-# bytes.translate table: ASCII non-word characters become spaces (for ASCII text, ``\w+`` == split()).
-_ASCII_TABLE = bytes(c if c in _ASCII_WORD or c >= 128 else 32 for c in range(256))
 _WHOLE_TEXT_SALT = U64(0x9E3779B97F4A7C15)
-_MEMO_LIMIT = 2_000_000
+_CHAR_SALT = U64(0x632BE59BD9B4E019)
+_POS_MUL = U64(0xD6E8FEB86659FD93)
+_CP_MUL = U64(0xA0761D6478BD642F)
+_LEN_MUL = U64(0xE7037ED1A0B428DB)
+_ASCII_WORD = np.zeros(256, dtype=bool)
+for _c in b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_":
+    _ASCII_WORD[_c] = True
+_UNICODE_WORD: npt.NDArray[np.bool_] | None = None  # built on the first non-ASCII batch (0.1-0.2 s)
 
 
 def normalize(text: str) -> str:
@@ -45,101 +51,126 @@ def normalize(text: str) -> str:
     return _WS_RE.sub(" ", unicodedata.normalize("NFKC", text).lower()).strip()
 
 
-class _WordHashes(dict[str | bytes, int]):
-    """Memo of word -> xxh3_64 of its UTF-8; ``map(memo.__getitem__, words)`` stays in C for known words."""
-
-    def __missing__(self, word: str | bytes) -> int:
-        data = word if isinstance(word, bytes) else word.encode("utf-8", "surrogatepass")
-        h = xxhash.xxh3_64_intdigest(data)
-        self[word] = h
-        return h
+def _lower_nfkc(text: str) -> str:
+    return (text if text.isascii() else unicodedata.normalize("NFKC", text)).lower()
 
 
-@dataclass(frozen=True, slots=True)
-class Units:
-    """The units of one normalised text: a word list (str, or bytes for ASCII text) or a string of characters."""
+def _word_table() -> npt.NDArray[np.bool_]:
+    """Which code points ``re``'s ``\\w`` matches: str.isalnum() or '_' (the same test sre uses)."""
+    global _UNICODE_WORD
+    if _UNICODE_WORD is None:
+        table = np.fromiter((chr(c).isalnum() for c in range(0x110000)), dtype=bool, count=0x110000)
+        table[ord("_")] = True
+        _UNICODE_WORD = table
+    return _UNICODE_WORD
 
-    values: list[str] | list[bytes] | str
-    text: str  # the normalised text when it has no word (word mode), else may be ""
 
-    def __len__(self) -> int:
-        return len(self.values)
+def _code_points(text: str) -> tuple[npt.NDArray[np.uint32] | npt.NDArray[np.uint8], npt.NDArray[np.bool_]]:
+    """A text as an array of code points, and the word-character table to use with it."""
+    if text.isascii():
+        return np.frombuffer(text.encode("ascii"), dtype=np.uint8), _ASCII_WORD
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4"), _word_table()
 
-    def tail(self, k: int) -> str:
-        """The last k-1 units, stored so that an append can form the boundary shingles."""
-        if k <= 1:
-            return ""
-        last = self.values[-(k - 1) :]
-        if isinstance(last, str):
-            return last
-        return " ".join(w.decode() if isinstance(w, bytes) else w for w in last)
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ShingleBatch:
+    """The shingles of a batch of documents."""
+
+    hashes: U64Array  # document i's shingle hashes are hashes[offsets[i]:offsets[i+1]] (repeats kept)
+    offsets: npt.NDArray[np.int64]
+    n_units: npt.NDArray[np.int64]  # words (or characters) per document
+    tails: list[str]  # each document's last k-1 units (normalised text), so an append can continue it
+
+    def distinct(self, i: int) -> U64Array:
+        """Document i's sorted distinct shingle hashes."""
+        return np.unique(self.hashes[self.offsets[i] : self.offsets[i + 1]])
 
 
 class Shingler:
-    """Cuts texts into shingle hash sets according to a :class:`ShingleSpec`."""
+    """Cuts texts into shingle hashes according to a :class:`ShingleSpec`."""
 
-    __slots__ = ("spec", "_memo")
+    __slots__ = ("spec",)
 
     def __init__(self, spec: ShingleSpec) -> None:
         self.spec = spec
-        self._memo = _WordHashes()
 
-    # ----- units -----
-    def units(self, text: str) -> Units:
-        """Normalise a text and cut it into units."""
-        if self.spec.unit == "char":
-            norm = normalize(text)
-            return Units(norm, norm)
-        low = unicodedata.normalize("NFKC", text).lower()
-        words: list[str] | list[bytes]
-        if low.isascii():
-            words = low.encode("ascii").translate(_ASCII_TABLE).split()
-        else:
-            words = _WORD_RE.findall(low)
-        return Units(words, "" if words else " ".join(low.split()))
-
-    def append_units(self, tail: str, n_old: int, chunk: str) -> Units:
-        """Units for the shingles an append adds: the stored tail, then the chunk's units.
-
-        Appending ``chunk`` means the document becomes ``old + "\\n" + chunk``.
-        """
-        new = self.units(chunk)
-        if self.spec.unit == "word":
-            words: list[str | bytes] = list(tail.split(" ")) if tail else []
-            return Units(words + list(new.values), new.text)  # type: ignore[arg-type]
-        joined = (tail + " " + new.text) if (tail and new.text) else (tail or new.text)
-        return Units(joined, joined)
-
-    def unit_hashes(self, units: Units) -> U64Array:
-        """One uint64 per unit."""
-        if isinstance(units.values, list):
-            if len(self._memo) > _MEMO_LIMIT:
-                self._memo.clear()
-            return np.fromiter(map(self._memo.__getitem__, units.values), dtype=np.uint64, count=len(units))
-        cps = np.frombuffer(units.values.encode("utf-32-le", "surrogatepass"), dtype="<u4").astype(np.uint64)
-        return fmix64(cps + U64(0x632BE59BD9B4E019))
-
-    # ----- shingles -----
     def hash_set(self, text: str) -> U64Array:
         """Sorted distinct shingle hashes of one text."""
-        hashes, offsets = self.hash_sets([self.units(text)])
-        return hashes[offsets[0] : offsets[1]]
+        return self.batch([text]).distinct(0)
 
-    def hash_sets(self, docs: Sequence[Units], distinct: bool = True) -> tuple[U64Array, npt.NDArray[np.int64]]:
-        """Shingle hashes of many documents at once.
+    def batch(self, texts: Sequence[str], tails: bool = True, normalized: frozenset[int] = frozenset()
+              ) -> ShingleBatch:
+        """The shingles of many texts at once.
 
         Args:
-            docs: the units of each document (see :meth:`units`).
-            distinct: sort each document's hashes and drop repeats (MinHash does not need it).
-
-        Returns:
-            ``(hashes, offsets)``: document i's hashes are ``hashes[offsets[i]:offsets[i+1]]``.
+            texts: the texts.
+            tails: also keep each text's last k-1 units (``False`` for signatures only).
+            normalized: indices of texts already normalised (an append's tail and chunk, char mode).
         """
+        if self.spec.unit == "word":
+            units, lengths, tail_list, wholes = self._words(texts, tails)
+        else:
+            units, lengths, tail_list, wholes = self._chars(texts, normalized)
+        return self._shingles(units, lengths, tail_list, wholes)
+
+    # ----- units -----
+    def _words(self, texts: Sequence[str], want_tails: bool
+               ) -> tuple[U64Array, npt.NDArray[np.int64], list[str], dict[int, str]]:
         k = self.spec.k
-        n_docs = len(docs)
-        lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=n_docs)
-        parts = [self.unit_hashes(d) for d in docs]
-        units = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
+        norm = [_lower_nfkc(t) for t in texts]
+        joined = "\n".join(norm)  # '\n' is no word character: words never span two documents
+        cps, table = _code_points(joined)
+        mask = table[cps]
+        edges = np.diff(mask.view(np.int8), prepend=np.int8(0), append=np.int8(0))
+        starts = np.flatnonzero(edges == 1)
+        ends = np.flatnonzero(edges == -1)
+        n_words = starts.shape[0]
+        word_len = ends - starts
+        doc_start = np.zeros(len(norm) + 1, dtype=np.int64)
+        np.cumsum([len(t) + 1 for t in norm], out=doc_start[1:])
+        doc_of_word = np.searchsorted(doc_start, starts, side="right") - 1
+        lengths = np.bincount(doc_of_word, minlength=len(norm)).astype(np.int64)
+        if n_words:
+            inword = np.flatnonzero(mask)
+            first = np.zeros(n_words, dtype=np.int64)
+            np.cumsum(word_len[:-1], out=first[1:])
+            pos = np.arange(inword.shape[0], dtype=np.int64) - np.repeat(first, word_len)
+            mixed = fmix64(cps[inword].astype(np.uint64) * _CP_MUL + pos.astype(np.uint64) * _POS_MUL)
+            units = np.add.reduceat(mixed, first)
+            units += word_len.astype(np.uint64) * _LEN_MUL
+            fmix64(units, out=units)
+        else:
+            units = np.zeros(0, dtype=np.uint64)
+        # texts without any word: their whole (whitespace-collapsed) text is their one shingle
+        wholes = {i: w for i in np.flatnonzero(lengths == 0).tolist() if (w := " ".join(norm[i].split()))}
+        tails: list[str] = []
+        if want_tails:  # the normalised text from the start of the (k-1)-th last word to the end of the last
+            last = np.cumsum(lengths) - 1
+            for i, t in enumerate(norm):
+                n = int(lengths[i])
+                if n == 0 or k <= 1:
+                    tails.append(wholes.get(i, "") if k > 1 else "")
+                    continue
+                lo = int(starts[last[i] - min(n, k - 1) + 1] - doc_start[i])
+                tails.append(t[lo : int(ends[last[i]] - doc_start[i])])
+        return units, lengths, tails, wholes
+
+    def _chars(self, texts: Sequence[str], normalized: frozenset[int]
+               ) -> tuple[U64Array, npt.NDArray[np.int64], list[str], dict[int, str]]:
+        k = self.spec.k
+        norm = [t if i in normalized else normalize(t) for i, t in enumerate(texts)]
+        lengths = np.fromiter((len(t) for t in norm), dtype=np.int64, count=len(norm))
+        joined = "".join(norm)
+        cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype="<u4").astype(np.uint64)
+        units = fmix64(cps + _CHAR_SALT)
+        tails = [t[-(k - 1) :] if k > 1 else "" for t in norm]
+        return units, lengths, tails, {}
+
+    # ----- shingles -----
+    def _shingles(self, units: U64Array, lengths: npt.NDArray[np.int64], tails: list[str],
+                  wholes: dict[int, str]) -> ShingleBatch:
+        k = self.spec.k
+        n_docs = lengths.shape[0]
         starts = np.zeros(n_docs + 1, dtype=np.int64)
         np.cumsum(lengths, out=starts[1:])
         n = units.shape[0]
@@ -158,9 +189,9 @@ class Shingler:
             win = acc
 
         # One extra shingle for texts shorter than k units (all their units), or with no unit but some
-        # characters (word mode, e.g. "!!!": the whole normalised text).
+        # characters (the whole normalised text).
         short = np.flatnonzero((lengths > 0) & (lengths < k))
-        whole = [i for i, d in enumerate(docs) if len(d) == 0 and d.text]
+        whole = sorted(wholes)
         counts = n_full.copy()
         counts[short] = 1
         counts[whole] = 1
@@ -181,18 +212,12 @@ class Shingler:
                 out[offsets[short]] = s_acc
             if whole:
                 out[offsets[whole]] = np.array(
-                    [xxhash.xxh3_64_intdigest(docs[i].text.encode("utf-8", "surrogatepass")) for i in whole],
+                    [xxhash.xxh3_64_intdigest(wholes[i].encode("utf-8", "surrogatepass")) for i in whole],
                     dtype=np.uint64) ^ _WHOLE_TEXT_SALT
         else:
             out[:] = win
         fmix64(out, out=out)
-        if not distinct:
-            return out, offsets
-        uniq = [np.unique(out[offsets[i] : offsets[i + 1]]) for i in range(n_docs)]
-        sizes = np.fromiter((u.shape[0] for u in uniq), dtype=np.int64, count=n_docs)
-        offsets = np.zeros(n_docs + 1, dtype=np.int64)
-        np.cumsum(sizes, out=offsets[1:])
-        return (np.concatenate(uniq) if uniq else out[:0]), offsets
+        return ShingleBatch(out, offsets, lengths, tails)
 
 
 def distinct32(hashes: U64Array, offsets: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.uint32],

@@ -72,9 +72,8 @@ def dedupd_runner(scheme: str) -> Callable[[list[str]], int]:
     def run(texts: list[str]) -> int:
         n = 0
         for i in range(0, len(texts), BATCH):
-            units = [shingler.units(t) for t in texts[i : i + BATCH]]
-            hashes, offsets = shingler.hash_sets(units, distinct=False)
-            n += hasher.signatures(hashes, offsets).shape[0]
+            batch = shingler.batch(texts[i : i + BATCH], tails=False)
+            n += hasher.signatures(batch.hashes, batch.offsets).shape[0]
         return n
 
     return run

@@ -66,8 +66,8 @@ def shingle_sets(texts: Iterable[str], shingle: str = "word:3", batch: int = 512
     buf: list[str] = []
 
     def flush() -> None:
-        hashes, offsets = sh.hash_sets([sh.units(t) for t in buf])
-        out.extend(hashes[offsets[i]:offsets[i + 1]].copy() for i in range(len(buf)))
+        shingles = sh.batch(buf, tails=False)
+        out.extend(shingles.distinct(i) for i in range(len(buf)))
         buf.clear()
 
     for t in texts:

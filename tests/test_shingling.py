@@ -83,10 +83,12 @@ def test_matches_reference_jaccard(a: str, b: str, unit: str, k: int) -> None:
 
 def test_batch_equals_one_by_one() -> None:
     sh = Shingler(ShingleSpec("word", 3))
-    docs = ["one two three four", "", "x y", "!!!", "one two three four five six", "a " * 50]
-    hashes, offsets = sh.hash_sets([sh.units(d) for d in docs])
+    docs = ["one two three four", "", "x y", "!!!", "one two three four, five: six", "a " * 50, "Ünïcode wörds ok"]
+    batch = sh.batch(docs)
     for i, d in enumerate(docs):
-        assert np.array_equal(hashes[offsets[i] : offsets[i + 1]], sh.hash_set(d))
+        assert np.array_equal(batch.distinct(i), sh.hash_set(d))
+    assert batch.n_units.tolist() == [4, 0, 2, 0, 6, 50, 3]
+    assert batch.tails == ["three four", "", "x y", "!!!", "five: six", "a a", "wörds ok"]
 
 
 def test_jaccard_of_sets() -> None:
