@@ -39,6 +39,7 @@ from dedupd.mining.counting import (
     CandidateIndex,
     find_rows,
     Occurrences,
+    positions,
     count_candidates,
     merge_identical,
     occurrences_of,
@@ -104,9 +105,15 @@ def restrict(baskets: Baskets, keep: npt.NDArray[np.bool_]) -> Frequent:
     vindptr = np.zeros(vlens.shape[0] + 1, dtype=np.int64)
     np.cumsum(vlens, out=vindptr[1:])
     vitems = items[np.repeat(three, lens)]
-    items, indptr, weights = merge_identical(items, indptr)
-    wpos = None if weights.shape[0] == lens.shape[0] else np.repeat(weights.astype(np.float64), np.diff(indptr))
+    m_items, m_indptr, weights = merge_identical(items, indptr)
+    wpos = None
+    if weights.shape[0] < MERGE_WORTH * lens.shape[0]:  # weights cost 8 bytes a position: only if it pays
+        items, indptr = m_items, m_indptr
+        wpos = np.repeat(weights.astype(np.float64), np.diff(indptr))
     return Frequent(freq, baskets.item_counts[freq], items, indptr, row_end(indptr), wpos, vitems, vindptr)
+
+
+MERGE_WORTH = 0.8  # merge identical baskets when that leaves fewer than 80% of them
 
 
 def pass_items(baskets: Baskets, min_count: int, number: int = 1) -> tuple[Frequent, PassReport]:
@@ -230,9 +237,9 @@ def higher_levels(
             live[cand.prefix] = True
             horizontal = float(prev_counts[live].sum()) * mean_len / 2
             if layout == "vertical" or vertical_cost(cand.n, n_rows) < H_PER_W * horizontal:
+                occ = None  # free the horizontal state before the bitmaps take its place
                 item_bm = item_bitmaps(prep.vitems, prep.vindptr, m)
                 prev_bm = set_bitmaps(item_bm, prev)
-                occ = None
         if prev_bm is not None and item_bm is not None:
             counts, bm = extend_bitmaps(prev_bm, item_bm, cand.prefix, cand.item, min_count)
             f = counts >= min_count
@@ -271,7 +278,7 @@ def higher_levels(
 def _occurrences_of_level(prep: Frequent, sets: I32) -> Occurrences:
     """Occurrences of the itemsets ``sets`` (all of one size >= 2), extending item by item."""
     m = prep.m
-    occ = Occurrences(np.arange(prep.items.shape[0], dtype=np.int64), prep.items)
+    occ = Occurrences(positions(prep.items.shape[0]), prep.items)
     ids = np.arange(m, dtype=np.int64)
     space = m
     for w in range(2, sets.shape[1] + 1):

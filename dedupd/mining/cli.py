@@ -11,7 +11,7 @@ import click
 
 from dedupd.errors import ConfigError, DedupdError
 from dedupd.mining.apriori import apriori
-from dedupd.mining.baskets import Baskets, read_basket_lists
+from dedupd.mining.baskets import Baskets, load_baskets
 from dedupd.mining.memory import mine_within, parse_bytes
 from dedupd.mining.output import params, payload, render_csv, render_json, render_table
 from dedupd.mining.pcy import DEFAULT_BUCKETS, multihash, multistage, pcy
@@ -92,7 +92,7 @@ def mine(input_path: str | None, support: float, confidence: float, algorithm: s
         client = keys = None
         t0 = time.perf_counter()
         if input_path:
-            lists = read_basket_lists(input_path)
+            baskets = load_baskets(input_path)
             source = input_path
         else:
             from dedupd.connection import connect
@@ -104,11 +104,10 @@ def mine(input_path: str | None, support: float, confidence: float, algorithm: s
             client = connect(settings)
             keys = Keys(settings.prefix)
             got = read_baskets(client, keys)
-            lists = got.baskets
+            baskets = Baskets.from_lists(got.baskets)
             source = f"redis stream {keys.baskets}"
             if got.malformed and not quiet:
                 click.echo(f"warning: skipped {got.malformed} malformed basket entries", err=True)
-        baskets = Baskets.from_lists(lists)
         if not quiet:
             click.echo(f"read {baskets.n_baskets} baskets, {baskets.n_items} items from {source} "
                        f"in {time.perf_counter() - t0:.3f}s", err=True)

@@ -31,7 +31,7 @@ I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
 F64 = npt.NDArray[np.float64]
 
-CHUNK = 1 << 22  # generated positions per vectorised step (bounded temporaries: ~4M x 8 bytes)
+CHUNK = 1 << 21  # generated positions per vectorised step (bounded temporaries: ~2M x 8 bytes)
 
 
 def expand(starts: I64, lens: I64) -> I64:
@@ -66,8 +66,9 @@ def tri_index(i: npt.NDArray[np.integer], j: npt.NDArray[np.integer], n: int) ->
 
 
 def row_end(indptr: I64) -> I64:
-    """For every position of the item array, the end of its basket's run."""
-    return np.repeat(indptr[1:], np.diff(indptr))
+    """For every position of the item array, the end of its basket's run (int32 when it fits)."""
+    ends = indptr[1:].astype(np.int32) if indptr[-1] < 2**31 else indptr[1:]
+    return np.repeat(ends, np.diff(indptr))
 
 
 def chunks_by_weight(weights: I64, limit: int = CHUNK) -> Iterator[slice]:
@@ -214,7 +215,10 @@ class CandidateIndex:
 
 @dataclass(slots=True)
 class Occurrences:
-    """Where each itemset of one level occurs: ``pos`` (its last item's position) and ``sid``."""
+    """Where each itemset of one level occurs: ``pos`` (its last item's position) and ``sid``.
+
+    Positions are ``int32`` while the item array has fewer than 2^31 entries (8 bytes an occurrence).
+    """
 
     pos: I64
     sid: I32
@@ -224,11 +228,17 @@ class Occurrences:
         return int(self.pos.shape[0])
 
 
+def positions(n: int) -> I64:
+    """``arange(n)`` as positions: int32 when they fit."""
+    return np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)  # type: ignore[return-value]
+
+
 KEEP_CAP = 1 << 24  # occurrences kept in memory between levels before recomputing instead
 
 
 def matches(items: I32, rowend: I64, occ: Occurrences, index: CandidateIndex) -> Iterator[tuple[I64, I32]]:
     """Every (position of the last item, candidate id) where a candidate occurs, in chunks."""
+    pos_dtype = np.int32 if items.shape[0] < 2**31 else np.int64
     base = index.offset[occ.sid]
     live = base >= 0
     pos, base = occ.pos[live], base[live]
@@ -239,7 +249,7 @@ def matches(items: I32, rowend: I64, occ: Occurrences, index: CandidateIndex) ->
         ext = expand(pos[sl] + 1, ln)
         cid = index.find_cells(np.repeat(base[sl], ln) + col[ext])
         hit = cid >= 0
-        yield ext[hit], cid[hit].astype(np.int32)
+        yield ext[hit].astype(pos_dtype), cid[hit].astype(np.int32)
 
 
 def count_candidates(

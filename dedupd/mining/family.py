@@ -26,7 +26,14 @@ import numpy.typing as npt
 
 from dedupd.mining.apriori import restrict
 from dedupd.mining.baskets import Baskets
-from dedupd.mining.counting import CandidateIndex, Occurrences, count_candidates, find_rows, occurrences_of
+from dedupd.mining.counting import (
+    CandidateIndex,
+    Occurrences,
+    count_candidates,
+    find_rows,
+    occurrences_of,
+    positions,
+)
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -68,7 +75,7 @@ def count_family(baskets: Baskets, family: list[I32]) -> list[I64]:
     prep = restrict(baskets, keep)
     new_id = np.full(baskets.n_items, -1, dtype=np.int32)
     new_id[prep.freq] = np.arange(prep.m, dtype=np.int32)
-    occ = Occurrences(np.arange(prep.items.shape[0], dtype=np.int64), prep.items)
+    occ = Occurrences(positions(prep.items.shape[0]), prep.items)
     prev_local = np.arange(prep.m, dtype=np.int32).reshape(-1, 1)
     for k in range(2, len(family) + 1):
         sets = new_id[family[k - 1]]
