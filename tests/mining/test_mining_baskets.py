@@ -55,3 +55,22 @@ def test_bad_lines_name_the_line_and_the_fix(tmp_path: Path) -> None:
         parse_lines(['{"items": ["a"]}', '{"items": "a"}'], "x.jsonl")
     with pytest.raises(InputError, match="cannot read"):
         load_baskets(tmp_path / "missing.txt")
+
+
+def test_streaming_loader_equals_list_parsing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The block-wise plain-text loader gives the baskets of the line parser, across block edges,
+    with tabs, blank lines, repeated items and no final newline."""
+    import dedupd.mining.baskets as mod
+    from dedupd.mining.baskets import read_basket_lists
+
+    p = tmp_path / "b.txt"
+    lines = [f"i{i % 7} i{i % 3}\tj{i % 5}  i{i % 7}" if i % 4 else "" for i in range(300)]
+    p.write_text("\n".join(lines))
+    monkeypatch.setattr(mod, "READ_BYTES", 37)
+    a = load_baskets(p)
+    b = Baskets.from_lists(read_basket_lists(p))
+    assert a.n_baskets == b.n_baskets == 225
+    assert [a.names(a.row(i)) for i in range(a.n_baskets)] == [b.names(b.row(i)) for i in range(b.n_baskets)]
+    empty = tmp_path / "e.txt"
+    empty.write_text("\n\n")
+    assert load_baskets(empty).n_baskets == 0
