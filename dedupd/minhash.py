@@ -210,31 +210,43 @@ class OnePermHasher:
         return sig if raw.ndim == 2 else sig[0]
 
     def _ranks(self) -> npt.NDArray[np.int32]:
-        """rank[j, i]: the position of bin i in bin j's seeded random order of the bins."""
+        """rank[j, i]: the position of bin i in bin j's seeded random order of the bins; one more row and
+        column (index num_perm) for padding, ranked after every real bin."""
         if self._table is None:
+            k = self.num_perm
             gen = np.random.Generator(np.random.PCG64(int(self._salt)))
-            orders = np.argsort(gen.random((self.num_perm, self.num_perm)), axis=1)
-            ranks = np.empty_like(orders)
-            np.put_along_axis(ranks, orders, np.arange(self.num_perm)[None, :].repeat(self.num_perm, 0), axis=1)
-            self._table = ranks.astype(np.int32)
+            orders = np.argsort(gen.random((k, k)), axis=1)
+            ranks = np.full((k + 1, k + 1), k + 1, dtype=np.int32)
+            np.put_along_axis(ranks[:k, :k], orders, np.arange(k, dtype=np.int32)[None, :].repeat(k, 0), axis=1)
+            self._table = ranks
         return self._table
 
     def _fill(self, sig: npt.NDArray[np.uint32]) -> None:
         """Each empty bin j takes the value of the non-empty bin that comes first in bin j's fixed random
         order of the bins: the first non-empty bin of an endless seeded probe sequence (Shrivastava 2017),
         with the sequence's repeats dropped. Two documents with the same non-empty bins borrow alike."""
+        k = self.num_perm
         ranks = self._ranks()
         empty = sig == EMPTY
-        filled = self.num_perm - empty.sum(axis=1)
-        todo = np.flatnonzero((filled > 0) & (filled < self.num_perm))
-        # documents with the same number m of non-empty bins are done together: (docs, holes, m) ranks
-        for m in np.unique(filled[todo]).tolist():
-            rows = todo[filled[todo] == m]
-            full = np.nonzero(~empty[rows])[1].reshape(rows.size, m)
-            holes = np.nonzero(empty[rows])[1].reshape(rows.size, self.num_perm - m)
+        filled = k - empty.sum(axis=1)
+        todo = np.flatnonzero((filled > 0) & (filled < k))
+        if todo.size == 0:
+            return
+        # documents grouped by fill (1-2, 3-4, 5-8, ... bins), padded to the group's largest fill
+        group = np.ceil(np.log2(filled[todo])).astype(np.int64)
+        for g in np.unique(group).tolist():
+            rows = todo[group == g]
+            m = filled[rows]
+            lo, hi = int(m.min()), int(m.max())
+            order = np.argsort(empty[rows], axis=1, kind="stable")  # non-empty bins first, then holes
+            col = np.arange(k, dtype=np.int64)[None, :]
+            full = np.where(col[:, :hi] < m[:, None], order[:, :hi], k)
+            holes = np.where(col[:, lo:] >= m[:, None], order[:, lo:], k)
             pick = np.argmin(ranks[holes[:, :, None], full[:, None, :]], axis=2)
             donors = np.take_along_axis(full, pick, axis=1)
-            sig[rows[:, None], holes] = np.take_along_axis(sig[rows], donors, axis=1)
+            real = holes < k
+            r_idx = np.broadcast_to(rows[:, None], holes.shape)[real]
+            sig[r_idx, holes[real]] = sig[r_idx, donors[real]]
 
     def signature(self, hashes: U64Array) -> npt.NDArray[np.uint32]:
         """Signature of one document."""
