@@ -197,7 +197,9 @@ class Index:
         shard = (hashes >> self._shift).astype(np.int64) if self.spec.shard_bits else np.zeros_like(band)
         pair, inverse = np.unique((band << 21) | shard, return_inverse=True)
         names = self._names(band_of=pair >> 21, shard_of=pair & ((1 << 21) - 1))
-        fields = hashes.astype("<u8")
+        # the field is the band hash's low 32 bits (the key already holds its top shard_bits): two
+        # buckets of one hash share a field with probability ~entries/2**32, and then only add candidates
+        fields = (hashes & np.uint64(0xFFFFFFFF)).astype("<u4")
         if with_records:
             record_keys = [self.keys.doc(w.num) for w in checks]
             ckidx = np.arange(len(names) + 1, len(names) + 1 + len(checks), dtype="<u4").tobytes()

@@ -78,7 +78,7 @@ class Keys:
         return f"{self.prefix}:doc:*"
 
     def buckets(self, generation: int, band: int, shard: int) -> str:
-        """Hash of band buckets: field = 8-byte band hash, value = packed uint32 ids.
+        """Hash of band buckets: field = low 32 bits of the band hash, value = packed uint32 ids.
 
         The hash tag spreads one band over 16 Redis Cluster slots, so a batch needs few script calls.
         """

@@ -80,14 +80,15 @@ end
 return out
 """
 
-# Band buckets: each bucket is a field (the 8-byte band hash) of a Redis hash holding, as its value,
+# Band buckets: each bucket is a field (the low 32 bits of the band hash; the hash key holds its top bits)
+# of a Redis hash holding, as its value,
 # the packed little-endian uint32 ids of the documents in it. A document's record is checked and written
 # in the same call, so that two consumers changing one document cannot interleave.
 # KEYS: the bucket hashes and document records used.  ARGV[1]: one op code per op:
 #   'c' check the record is still the one read, then write the new one; 'x' check, then delete it;
 #   'k' check only; 'a' join a bucket and read it; 'r' leave a bucket; 'd' end of a document.
 # ARGV[2]: per 'a'/'r' op, its key index (uint32 LE, 1-based).  ARGV[3]: per 'a'/'r' op, the field
-# (8 bytes).  ARGV[4]: per 'a'/'r' op, the id (4 bytes).  ARGV[5]: per 'c'/'x'/'k' op, the record's key
+# (4 bytes).  ARGV[4]: per 'a'/'r' op, the id (4 bytes).  ARGV[5]: per 'c'/'x'/'k' op, the record's key
 # index (uint32 LE).  ARGV[6], ARGV[7], ...: per 'c'/'x'/'k' op, the input entry id the record was read
 # with ('' = no record) and the new record ('' for 'x'/'k').
 # Returns one string per 'd': the packed ids found in the buckets that document joined (before it), or
@@ -130,7 +131,7 @@ for i = 1, #ops do
     end
   else
     local key = KEYS[struct.unpack('<I4', kidx, 4 * j + 1)]
-    local field = string.sub(fields, 8 * j + 1, 8 * j + 8)
+    local field = string.sub(fields, 4 * j + 1, 4 * j + 4)
     local id = string.sub(ids, 4 * j + 1, 4 * j + 4)
     j = j + 1
     if skip then

@@ -11,7 +11,7 @@ from dedupd.lsh import LSHParams
 from dedupd.minhash import SCHEMES
 from dedupd.settings import Settings, ShingleSpec
 
-SCHEME = "v1"  # version of shingle hashing, signature schemes and band hashing
+SCHEME = "v2"  # version of shingle hashing, signature schemes and band hashing
 
 
 BUCKETS_PER_HASH = 64  # target bucket count per Redis hash at capacity (listpack encoding holds 128)
