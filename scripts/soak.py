@@ -189,8 +189,16 @@ class Soak:
         events = [(m, "kill") for m in marks] + [(self.rng.uniform(0.35, 0.65), "redis")]
         events.sort()
         deadline = time.monotonic() + a.timeout
+        next_status = time.monotonic() + 30
         while True:
             done = self.processed()
+            if time.monotonic() > next_status:  # so that a stuck run says where it is
+                next_status += 30
+                try:
+                    state = group_state(redis.Redis(port=self.port), self.keys)
+                except redis.ConnectionError as exc:
+                    state = {"error": str(exc)}
+                self.note(f"status: group {state}, pushed all: {self.pushed_all.is_set()}, events left {events}")
             while events and done >= events[0][0] * n_docs:
                 _, what = events.pop(0)
                 self.restart_redis() if what == "redis" else self.kill_one()
