@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+from pathlib import Path
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -320,6 +321,81 @@ def stats(interval: float, as_json: bool, **opts: Any) -> None:
     client = connect(settings)
     snapshot = collect(client, Keys(settings.prefix), interval=max(0.0, interval))
     click.echo(json.dumps(snapshot.to_dict()) if as_json else render(snapshot))
+
+
+@cli.command()
+@common_options
+@click.option("--shingle", help="New shingling, word:K or char:K (re-indexes the source texts).")
+@click.option("--num-perm", type=int, help="New MinHash length (re-indexes the source texts).")
+@click.option("--seed", type=int, help="New MinHash seed (re-indexes the source texts).")
+@click.option("--minhash", type=click.Choice(["oph", "classic"]), help="New signature scheme (re-indexes texts).")
+@click.option("--threshold", type=float, help="Threshold the banding is chosen for (bands x rows).")
+@click.option("--bands", type=int, help="New explicit bands (with --rows): re-bands the stored signatures.")
+@click.option("--rows", type=int, help="New explicit rows per band (with --bands).")
+@click.option("--capacity", type=int, help="New expected index size (re-sizes the bucket hashes).")
+@click.option("--from", "source", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="JSONL file with the documents' texts (default: the input stream's retained history).")
+@click.option("--allow-missing", is_flag=True, help="Switch even if the source lacks some indexed documents.")
+@click.option("--abort", is_flag=True, help="Forget an unfinished rebuild and delete what it had built.")
+@click.option("--wait", "wait_s", type=float, default=60.0, show_default=True,
+              help="Seconds to wait for running daemons to start (or stop) writing into both generations.")
+def rebuild(source: Path | None, allow_missing: bool, abort: bool, wait_s: float, **opts: Any) -> None:
+    """Reindex with new parameters while `dedupd serve` keeps serving.
+
+    Settings not given as flags come from the usual places (DEDUPD_*, --config). When only the banding
+    changes (--bands/--rows/--threshold/--capacity) the stored signatures are re-banded; when shingling,
+    num_perm, seed or scheme change, the texts are re-indexed from the input stream's retained history or
+    --from FILE. Running daemons write each new document into both generations meanwhile; the switch is
+    atomic, then the old generation is deleted. Interrupted, a rerun resumes; --abort cleans up.
+    """
+    from dedupd.connection import connect
+    from dedupd.rebuild import Rebuilder, describe, file_source, rebands_only, stream_source
+    from dedupd.spec import IndexSpec
+
+    settings = settings_from(**opts)
+    client = connect(settings)
+    target = IndexSpec.from_settings(settings)
+    bar: dict[str, Any] = {}
+
+    def progress(phase: str, done: int, total: int | None) -> None:
+        if bar.get("phase") != phase:
+            if "bar" in bar:
+                bar["bar"].render_finish()
+            bar["phase"] = phase
+            bar["bar"] = click.progressbar(length=total or 1, label=phase, file=sys.stderr, show_eta=True,
+                                           show_pos=True, show_percent=total is not None)
+            bar["bar"].render_progress()
+        b = bar["bar"]
+        if total is not None:
+            b.length = max(total, 1)
+        b.update(done - b.pos)
+
+    rb = Rebuilder(client, settings, target, progress, wait_s=wait_s)
+    if abort:
+        dropped = rb.abort()
+        click.echo(f"rebuild aborted; deleted {dropped} keys of the unfinished generation", err=True)
+        return
+    state = rb.begin()
+    click.echo(f"rebuilding {describe(state)}", err=True)
+    assert state.next_gen is not None and state.next_spec is not None
+    rb.wait_for_daemons("shadow", state.next_gen)
+    started = time.monotonic()
+    if rebands_only(state.spec, state.next_spec):
+        done = rb.fill_from_signatures(state)
+    else:
+        entries, total = file_source(source) if source else stream_source(client, Keys(settings.prefix))
+        done = rb.fill_from_texts(state, entries, total)
+    have, want = rb.check_complete(state, allow_missing)
+    rb.switch(state)
+    if "bar" in bar:
+        bar["bar"].render_finish()
+    click.echo(f"switched to generation {state.next_gen}: {have} documents ({want} before), {done} processed in "
+               f"{time.monotonic() - started:.1f}s", err=True)
+    rb.wait_for_daemons("gen", state.next_gen)
+    dropped = rb.drop_generation(state.gen)
+    if "bar" in bar:
+        bar["bar"].render_finish()
+    click.echo(f"deleted generation {state.gen} ({dropped} keys)", err=True)
 
 
 def main() -> None:

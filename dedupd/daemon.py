@@ -105,6 +105,7 @@ class Daemon:
         spec = IndexSpec.from_settings(settings)
         self.index = Index.open(self.client, self.keys, spec, store_shingles=settings.verify == "exact")
         self.processor = Processor(self.client, settings, self.index)
+        self.shadow: Processor | None = None  # the next generation's, while a rebuild builds it
         self.stopping = threading.Event()
         self._signals = 0
         self._recover_own = True  # first read our own pending entries (a restart with the same name)
@@ -163,7 +164,9 @@ class Daemon:
 
     # ----- one iteration -----
     def iteration(self) -> BatchResult | None:
-        """Heartbeat, then read or claim one batch and process it. Returns what the batch did."""
+        """Follow the index generations, heartbeat, then read or claim one batch and process it."""
+        if self._sync_generation():
+            self._last_beat = 0.0  # tell a waiting `dedupd rebuild` at once
         self._heartbeat()
         self.metrics.refresh_group(self.client, self.keys)
         batch, deliveries = self._next_batch()
@@ -178,7 +181,7 @@ class Daemon:
         """Process and acknowledge one batch; a batch that fails is retried entry by entry."""
         started = time.monotonic()
         try:
-            result = self.processor.process(batch, deliveries)
+            result = self._process(batch, deliveries)
         except _NOT_THE_ENTRY:
             raise
         except Exception:
@@ -186,7 +189,7 @@ class Daemon:
             result = BatchResult()
             for raw in batch:
                 try:
-                    one = self.processor.process([raw], deliveries)
+                    one = self._process([raw], deliveries)
                 except _NOT_THE_ENTRY:
                     raise
                 except Exception as exc:  # noqa: BLE001 - an entry must never stop the daemon
@@ -210,6 +213,42 @@ class Daemon:
         self.metrics.observe_batch(time.monotonic() - started, len(batch), result.processed, len(result.alerts),
                                    result.dead)
         return result
+
+    def _process(self, batch: list[RawEntry], deliveries: dict[str, int] | None) -> BatchResult:
+        """The serving generation's processing, and during a rebuild the next generation's too."""
+        result = self.processor.process(batch, deliveries)
+        if self.shadow is not None:
+            self.shadow.process(batch, deliveries)
+        return result
+
+    def _sync_generation(self) -> bool:
+        """Follow a rebuild: write into the next generation too while one is built, switch when it is made
+        current. Returns True when something changed."""
+        spec_raw, gen_raw, next_raw, next_gen_raw = self.client.hmget(
+            self.keys.meta, ["spec", "gen", "next_spec", "next_gen"])
+        changed = False
+        store = self.settings.verify == "exact"
+        gen = int(gen_raw or 0)
+        if spec_raw is not None and gen != self.index.generation:
+            spec = IndexSpec.from_json(spec_raw)
+            log.info("the index was rebuilt (generation %d: %s, bands=%d x rows=%d); following it", gen,
+                     spec.shingle, spec.bands, spec.rows)
+            self.index = Index(self.client, self.keys, spec, gen, store_shingles=store)
+            self.processor = Processor(self.client, self.settings, self.index)
+            changed = True
+        want = int(next_gen_raw) if next_gen_raw is not None else None
+        have = self.shadow.index.generation if self.shadow is not None else None
+        if want != have:
+            if want is None or next_raw is None:
+                self.shadow = None
+            else:
+                nxt = IndexSpec.from_json(next_raw)
+                log.info("a rebuild is building generation %d (%s, bands=%d x rows=%d): writing into it too",
+                         want, nxt.shingle, nxt.bands, nxt.rows)
+                shadow_index = Index(self.client, self.keys, nxt, want, store_shingles=store, shadow=True)
+                self.shadow = Processor(self.client, self.settings, shadow_index, shadow=True)
+            changed = True
+        return changed
 
     def _next_batch(self) -> tuple[list[RawEntry], dict[str, int] | None]:
         s = self.settings
@@ -281,6 +320,8 @@ class Daemon:
         if now - self._last_beat < max(1.0, self.settings.heartbeat_ttl_s / 3):
             return
         self._last_beat = now
-        beat = json.dumps({"pid": os.getpid(), "time": time.time(), **self.totals})
+        beat = json.dumps({"pid": os.getpid(), "time": time.time(), "gen": self.index.generation,
+                           "shadow": self.shadow.index.generation if self.shadow is not None else None,
+                           **self.totals})
         self.client.set(self.keys.heartbeat(self.consumer), beat, ex=self.settings.heartbeat_ttl_s)
 

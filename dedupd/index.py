@@ -54,8 +54,10 @@ class DocWrite:
 class Index:
     """Redis operations on one index (one prefix)."""
 
-    def __init__(self, client: Any, keys: Keys, spec: IndexSpec, generation: int, store_shingles: bool) -> None:
+    def __init__(self, client: Any, keys: Keys, spec: IndexSpec, generation: int, store_shingles: bool,
+                 shadow: bool = False) -> None:
         self.client = client
+        self.shadow = shadow  # a generation being built: it never forgets ids
         self.keys = keys
         self.spec = spec
         self.generation = generation
@@ -107,7 +109,7 @@ class Index:
             return {}
         pipe = self.client.pipeline(transaction=False)
         for n in nums:
-            pipe.get(self.keys.doc(n))
+            pipe.get(self.keys.doc(n, self.generation))
         return decode_records(nums, pipe.execute(), self.fingerprinter)
 
     # ----- writes -----
@@ -141,12 +143,15 @@ class Index:
             ids.discard(w.num)
             found.append(ids)
         forget = [w for w, f in zip(writes, found, strict=True) if w.delete_id is not None and f is not None]
+        if self.shadow:  # the id map is shared by the generations: only the serving one forgets ids
+            forget = [w for w in forget if self._cluster]
         if forget:
             pipe = self.client.pipeline(transaction=False)
             for w in forget:
                 if self._cluster:
-                    pipe.delete(self.keys.doc(w.num))
-                self._forget(keys=[self.keys.id_forward], args=[w.delete_id, w.num], client=pipe)
+                    pipe.delete(self.keys.doc(w.num, self.generation))
+                if not self.shadow:
+                    self._forget(keys=[self.keys.id_forward], args=[w.delete_id, w.num], client=pipe)
             pipe.execute()
         return found
 
@@ -156,7 +161,7 @@ class Index:
         checked = [w for w in writes if w.expected is not None]
         for w in checked:
             op = w.check_op if w.check_op != b"x" else b"k"  # deleted after its buckets are left
-            self._cas(keys=[self.keys.doc(w.num)], args=[op, w.expected, w.record or b""], client=pipe)
+            self._cas(keys=[self.keys.doc(w.num, self.generation)], args=[op, w.expected, w.record or b""], client=pipe)
         ok = iter(bool(x) for x in (pipe.execute() if checked else []))
         return [next(ok) if w.expected is not None else True for w in writes]
 
@@ -201,7 +206,7 @@ class Index:
         # buckets of one hash share a field with probability ~entries/2**32, and then only add candidates
         fields = (hashes & np.uint64(0xFFFFFFFF)).astype("<u4")
         if with_records:
-            record_keys = [self.keys.doc(w.num) for w in checks]
+            record_keys = [self.keys.doc(w.num, self.generation) for w in checks]
             ckidx = np.arange(len(names) + 1, len(names) + 1 + len(checks), dtype="<u4").tobytes()
             args: list[bytes | str] = [b"".join(ops), (inverse + 1).astype("<u4").tobytes(), fields.tobytes(),
                                        ids.astype("<u4").tobytes(), ckidx]

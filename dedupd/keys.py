@@ -68,14 +68,18 @@ class Keys:
         return f"{self._ids_tag}:uf"
 
     # --- per document and per band ---
-    def doc(self, num: int) -> str:
-        """Hash holding one document's signature, shingles, tail and provenance."""
-        return f"{self.prefix}:doc:{num}"
+    def doc(self, num: int, generation: int = 0) -> str:
+        """One document's packed record (see record.py) in one index generation."""
+        return f"{self.prefix}:doc:{generation}:{num}"
 
     @property
     def doc_pattern(self) -> str:
-        """SCAN pattern matching every document record."""
+        """SCAN pattern matching every document record of every generation."""
         return f"{self.prefix}:doc:*"
+
+    def doc_pattern_of(self, generation: int) -> str:
+        """SCAN pattern matching the document records of one generation."""
+        return f"{self.prefix}:doc:{generation}:*"
 
     def buckets(self, generation: int, band: int, shard: int) -> str:
         """Hash of band buckets: field = low 32 bits of the band hash, value = packed uint32 ids.
@@ -87,6 +91,11 @@ class Keys:
     def band_pattern(self, generation: int) -> str:
         """SCAN pattern matching every bucket hash of one generation."""
         return f"{self.prefix}:b:{generation}:*"
+
+    @property
+    def band_pattern_all(self) -> str:
+        """SCAN pattern matching every bucket hash of every generation."""
+        return f"{self.prefix}:b:*"
 
     # --- daemon bookkeeping ---
     def heartbeat(self, consumer: str) -> str:

@@ -86,10 +86,11 @@ class BatchResult:
 class Processor:
     """Processes batches against one index."""
 
-    def __init__(self, client: Any, settings: Settings, index: Index) -> None:
+    def __init__(self, client: Any, settings: Settings, index: Index, shadow: bool = False) -> None:
         self.client = client
         self.settings = settings
         self.index = index
+        self.shadow = shadow  # index writes only (the next generation during a rebuild): no outputs
         self.keys: Keys = index.keys
         self.fingerprinter = index.fingerprinter
         self._emit = client.register_script(lua.EMIT_ONCE)
@@ -113,7 +114,7 @@ class Processor:
                 dead.append(((entry_id, fields), exc.code, exc.detail))
         for part in _unique_runs(valid):
             self._process_unique(part, result)
-        if dead:
+        if dead and not self.shadow:
             self.dead_letter(dead)
             result.dead = len(dead)
         result.ack = [entry_id for entry_id, _ in raw]
@@ -149,7 +150,10 @@ class Processor:
             if num:
                 expected[num] = old.entry_id if old is not None else ""
             if e.op is Op.DELETE:
-                plan.append((e, num, old, None))
+                if old is not None and old.entry_id and stream_id_key(old.entry_id) > stream_id_key(e.entry_id):
+                    plan.append((e, 0, None, None))  # a later entry re-created it: this delete is stale
+                else:
+                    plan.append((e, num, old, None))
                 continue
             if old is not None and old.entry_id and stream_id_key(old.entry_id) >= stream_id_key(e.entry_id):
                 # this entry (or a later one) was already applied: keep the stored state
@@ -228,7 +232,8 @@ class Processor:
                 matches.sort(key=lambda m: (-m[1], m[0]))
                 alerts.append((e, num, matches))
         done = [e for (e, *_), f in zip(plan, found, strict=True) if f is not None]
-        self._emit_outputs(done, alerts, result)
+        if not self.shadow:
+            self._emit_outputs(done, alerts, result)
         result.processed += len(done)
         if retry:
             if attempt >= _MAX_ATTEMPTS:
@@ -256,7 +261,7 @@ class Processor:
         if missing:
             pipe = self.client.pipeline(transaction=False)
             for n in missing:
-                pipe.get(self.keys.doc(n))
+                pipe.get(self.keys.doc(n, self.index.generation))
             for n, blob in zip(missing, pipe.execute(), strict=True):
                 known[n] = record_doc_id(blob) if blob else f"#{n}"
         return [known[n] for n in roots]
