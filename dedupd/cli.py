@@ -398,6 +398,15 @@ def rebuild(source: Path | None, allow_missing: bool, abort: bool, wait_s: float
     click.echo(f"deleted generation {state.gen} ({dropped} keys)", err=True)
 
 
+def _register_mining() -> None:
+    from dedupd.mining.cli import mine
+
+    cli.add_command(mine)
+
+
+_register_mining()
+
+
 def main() -> None:
     """Console-script entry point."""
     logging.captureWarnings(True)

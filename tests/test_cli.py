@@ -97,7 +97,7 @@ def test_bad_settings_are_one_clear_line() -> None:
     assert "threshold (DEDUPD_THRESHOLD)" in res.output and "Traceback" not in res.output
 
 
-@pytest.mark.parametrize("command", ["serve", "push", "alerts", "check"])
+@pytest.mark.parametrize("command", ["serve", "push", "alerts", "check", "rebuild", "mine"])
 def test_every_command_explains_itself(command: str) -> None:
     res = CliRunner().invoke(cli, [command, "--help"])
     assert res.exit_code == 0 and "Usage: cli " + command in res.output and "--redis-url" in res.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from datetime import UTC, datetime
@@ -72,11 +73,16 @@ def _positive_support(ctx: click.Context, param: click.Parameter, value: float) 
 @click.option("--store/--no-store", default=True, show_default=True,
               help="When mining the Redis baskets, store the result back for other consumers.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
+              help="TOML settings file (also DEDUPD_CONFIG), for the Redis baskets.")
+@click.option("--redis-url", help="redis:// or rediss:// URL (DEDUPD_REDIS_URL); unset: embedded Redis.")
+@click.option("--prefix", help="Key prefix (DEDUPD_PREFIX, default 'dedupd').")
 def mine(input_path: str | None, support: float, confidence: float, algorithm: str | None, max_size: int | None,
          fmt: str, memory: str | None, engine: str, scheduler: str | None, workers: int | None,
          chunks: int | None, buckets: int, sample_fraction: float, seed: int, want_rules: bool,
          top_k: int | None, sort_by: str, max_antecedent: int | None, max_consequent: int | None,
-         min_lift: float | None, min_interest: float | None, limit: int, store: bool, quiet: bool) -> None:
+         min_lift: float | None, min_interest: float | None, limit: int, store: bool, quiet: bool,
+         config_file: str | None = None, redis_url: str | None = None, prefix: str | None = None) -> None:
     """Frequent itemsets and association rules over the baskets (A-Priori, PCY, SON, Toivonen, ...)."""
     def progress(r: PassReport) -> None:
         if not quiet:
@@ -100,7 +106,9 @@ def mine(input_path: str | None, support: float, confidence: float, algorithm: s
             from dedupd.mining.redis_source import read_baskets
             from dedupd.settings import load_settings
 
-            settings = load_settings()
+            if config_file:
+                os.environ["DEDUPD_CONFIG"] = config_file
+            settings = load_settings(redis_url=redis_url, prefix=prefix)
             client = connect(settings)
             keys = Keys(settings.prefix)
             got = read_baskets(client, keys)
