@@ -1,0 +1,65 @@
+"""scripts/bench_stream.py runs end to end (real redis-server, dedupd serve, datasketch) on a small corpus."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "bench_stream.py"
+
+pytestmark = pytest.mark.slow
+
+
+def _corpus(path: Path, n: int = 200) -> Path:
+    words = [f"w{i}" for i in range(5000)]
+    lines = []
+    for i in range(n):
+        base = i - 1 if i % 10 == 9 else i  # every tenth document repeats the one before it
+        text = " ".join(words[(base * 37 + k) % len(words)] for k in range(40))
+        lines.append(json.dumps({"id": f"doc-{i}", "text": text}))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
+@pytest.mark.skipif(not (REPO / ".venv" / "bin" / "dedupd").exists() and shutil.which("dedupd") is None,
+                    reason="needs the dedupd executable")
+@pytest.mark.timeout(240)
+def test_quick_run_prints_every_figure(tmp_path: Path) -> None:
+    pytest.importorskip("datasketch")
+    corpus = _corpus(tmp_path / "small.jsonl")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEDUPD_")}
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--corpus", str(corpus), "--quick"], check=False,
+                          capture_output=True, text=True, env=env, timeout=230)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    (name, result), = report["corpora"].items()
+    assert name == "small" and result["docs"] == 200 and result["peer_docs"] == 50
+    rows = result["rows"]
+    assert set(rows) == {"dedupd c=1 verify=exact", "dedupd c=1 verify=signature",
+                         "datasketch query+insert", "datasketch session"}
+    for label in ("dedupd c=1 verify=exact", "dedupd c=1 verify=signature"):
+        row = rows[label]
+        assert row["indexed"] == 200 and row["docs_per_s"] > 0 and row["daemon_exit_codes"] == [0]
+        assert row["alerts"] >= 20  # the 20 repeated documents at least
+        assert row["index_bytes_per_doc"] > 0 and row["total_bytes_per_doc"] > 0
+        assert not row["dead_letters"]
+    assert rows["datasketch query+insert"]["docs_with_candidates"] >= 5
+    for label in ("datasketch query+insert", "datasketch session"):
+        assert rows[label]["docs"] == 50 and rows[label]["bands"] == 9 and rows[label]["bytes_per_doc"] > 0
+    assert any(k.startswith("dedupd c=1 verify=exact / datasketch") for k in result["ratios"])
+    assert "ratios:" in proc.stdout and "targets" in proc.stdout
+
+
+def test_help() -> None:
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--help"], check=False, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0
+    for flag in ("--corpus", "--docs", "--peer-docs", "--consumers", "--repeat", "--quick", "--verify", "--env"):
+        assert flag in proc.stdout
