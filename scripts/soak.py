@@ -252,6 +252,10 @@ class Soak:
         print(f"soak: {len(docs)} entries in {elapsed:.0f}s ({len(docs) / elapsed:.0f}/s), {len(alerts)} alerts, "
               f"unexpected pairs {unexpected}, dead-letter codes {dict(dead_codes)}, consumer exit codes {codes}, "
               f"tracebacks in logs {tracebacks}, docs stream length {client.xlen(self.keys.docs)}")
+        for pair in sorted(expected - found, key=sorted)[:10]:
+            a_id, b_id = sorted(pair)
+            entries = {doc: e for e, doc in self.inputs.items() if doc in pair}
+            print(f"missing: {a_id} ~ {b_id} (input entries {entries})")
         print(f"lost={lost} doubled_alerts={doubled} missing_alerts={missing} dead_letters={dead} (expected {a.bad})")
         if not a.keep:
             try:
