@@ -95,7 +95,7 @@ def parse_entry(entry_id: str, fields: dict[bytes, bytes], max_doc_bytes: int, m
     if items_text is not None:
         try:
             parsed = json.loads(items_text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # a deeply nested array exhausts the parser
             raise InputError(BAD_JSON, f"'items' is not valid JSON: {exc}") from None
         if not isinstance(parsed, list) or not all(isinstance(x, str) for x in parsed):
             raise InputError(BAD_JSON, "'items' must be a JSON array of strings")
@@ -110,7 +110,7 @@ def parse_entry(entry_id: str, fields: dict[bytes, bytes], max_doc_bytes: int, m
     if meta is not None:
         try:
             parsed_meta = json.loads(meta)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # a deeply nested array exhausts the parser
             raise InputError(BAD_JSON, f"'meta' is not valid JSON: {exc}") from None
         if not isinstance(parsed_meta, dict):
             raise InputError(BAD_JSON, "'meta' must be a JSON object")
