@@ -18,6 +18,7 @@ from pydantic_settings import (
 )
 
 from dedupd.errors import ConfigError
+from dedupd.lsh import DEFAULT_FN_WEIGHT, DEFAULT_FP_WEIGHT
 
 SHINGLE_RE = re.compile(r"^(word|char):([1-9][0-9]?)$")
 PREFIX_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
@@ -75,8 +76,8 @@ class Settings(BaseSettings):
     threshold: float = Field(0.8, gt=0.0, lt=1.0, description="Jaccard threshold for an alert")
     bands: int | None = Field(None, ge=1, description="explicit number of LSH bands")
     rows: int | None = Field(None, ge=1, description="explicit rows per band")
-    fp_weight: float = Field(0.001, ge=0.0, le=1.0, description="weight of false positives when choosing bands")
-    fn_weight: float = Field(0.999, ge=0.0, le=1.0, description="weight of false negatives when choosing bands")
+    fp_weight: float = Field(DEFAULT_FP_WEIGHT, ge=0.0, le=1.0, description="weight of false positives when choosing bands")
+    fn_weight: float = Field(DEFAULT_FN_WEIGHT, ge=0.0, le=1.0, description="weight of false negatives when choosing bands")
     capacity: int = Field(
         250_000, ge=1, description="expected number of indexed documents (sizes the band buckets; stored with the index)"
     )

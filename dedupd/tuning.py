@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dedupd.errors import ConfigError, DedupdError
-from dedupd.lsh import LSHParams, candidate_probability, error_rates
+from dedupd.lsh import DEFAULT_FN_WEIGHT, DEFAULT_FP_WEIGHT, LSHParams, candidate_probability, error_rates
 
 PLOT_HINT = "pip install 'dedupd[plot]'"
 
@@ -114,7 +114,7 @@ def rate_table(threshold: float, bands: int, rows: int, similarities: list[float
     return tuple(out)
 
 
-def tune(threshold: float, num_perm: int, fp_weight: float = 0.001, fn_weight: float = 0.999,
+def tune(threshold: float, num_perm: int, fp_weight: float = DEFAULT_FP_WEIGHT, fn_weight: float = DEFAULT_FN_WEIGHT,
          bands: int | None = None, rows: int | None = None, span: float = 0.3,
          step: float = 0.05) -> TuneReport:
     """Choose (or check) a banding and describe it with its neighbours.

@@ -72,7 +72,7 @@ def test_explicit_banding_is_described_and_compared_with_the_chooser() -> None:
 
 def test_render_marks_the_threshold_and_waste() -> None:
     text = render(tune(0.8, 128))
-    assert "21 bands x 6 rows" in text and "126 used for banding, 2 not banded" in text
+    assert "25 bands x 5 rows" in text and "125 used for banding, 3 not banded" in text
     assert "<- threshold" in text and "compared with:" in text
     assert all(line == line.rstrip() for line in text.splitlines())
 
@@ -82,7 +82,7 @@ def test_cli_json_and_table() -> None:
     res = runner.invoke(cli, ["tune", "--threshold", "0.8", "--num-perm", "128", "--json"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
-    assert (data["chosen"]["bands"], data["chosen"]["rows"], data["wasted"]) == (21, 6, 2)
+    assert (data["chosen"]["bands"], data["chosen"]["rows"], data["wasted"]) == (25, 5, 3)
     assert data["plot"] is None and len(data["table"]) == 11
     res = runner.invoke(cli, ["tune", "--bands", "20", "--rows", "5", "--num-perm", "64"])
     assert res.exit_code == 2 and "exceeds num_perm" in res.output
