@@ -44,6 +44,22 @@ redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', tonumber(ARGV[2]) - tonumber(ARG
 return 1
 """
 
+# KEYS: parent.  ARGV: pairs "a b".  Returns per pair 1 when a and b are in one duplicate cluster.
+SAME_CLUSTER = """
+local function root(x)
+  while true do
+    local p = redis.call('HGET', KEYS[1], x)
+    if (not p) or p == x then return x end
+    x = p
+  end
+end
+local out = {}
+for i = 1, #ARGV, 2 do
+  out[#out + 1] = (root(ARGV[i]) == root(ARGV[i + 1])) and 1 or 0
+end
+return out
+"""
+
 # KEYS: parent.  ARGV: groups "n k m1 .. mk": union n with each m; returns per group the root's integer
 # id (the root is the cluster's oldest document: union by smaller integer id).
 UNION_FIND = """

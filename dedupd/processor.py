@@ -95,6 +95,7 @@ class Processor:
         self.fingerprinter = index.fingerprinter
         self._emit = client.register_script(lua.EMIT_ONCE)
         self._union = client.register_script(lua.UNION_FIND)
+        self._same = client.register_script(lua.SAME_CLUSTER)
 
     # ----- entry point -----
     def process(self, raw: Sequence[RawEntry], deliveries: dict[str, int] | None = None) -> BatchResult:
@@ -208,11 +209,14 @@ class Processor:
         wanted = {c for cands in found if cands for c in cands if c not in new_fps}
         others = self.index.load_records(wanted) if wanted else {}
         alerts: list[tuple[Entry, int, list[tuple[str, float, int]]]] = []
+        later: list[tuple[int, int, int]] = []  # (alert index, num, candidate) to check against the clusters
         for (e, num, _, ref), cands in zip(plan, found, strict=True):
             if ref is None or not cands or num not in new_fps:
                 continue
             _, fp, _ = new_fps[num]
-            # a redelivered entry (already applied) reports only documents that were there before it
+            # A redelivered entry (already applied) compares with the documents that were there before
+            # it, and with later ones only when no alert has joined them yet (its first processing may
+            # have stopped before its alert, while the later one could not see it).
             before = stream_id_key(e.entry_id) if isinstance(ref, Fingerprint) else None
             matches: list[tuple[str, float, int]] = []
             for c in cands:
@@ -223,14 +227,16 @@ class Processor:
                     if rec is None:
                         continue  # deleted meanwhile
                     cid, cfp, cin = rec.doc_id, rec.fingerprint, rec.entry_id
-                if before is not None and cin and stream_id_key(cin) >= before:
-                    continue
                 sim = self._similarity(fp, cfp)
                 if sim >= self.settings.threshold:
+                    if before is not None and cin and stream_id_key(cin) >= before:
+                        later.append((len(alerts), num, c))
                     matches.append((cid, sim, c))
             if matches:
                 matches.sort(key=lambda m: (-m[1], m[0]))
                 alerts.append((e, num, matches))
+        if later:
+            alerts = self._drop_known_pairs(alerts, later)
         done = [e for (e, *_), f in zip(plan, found, strict=True) if f is not None]
         if not self.shadow:
             self._emit_outputs(done, alerts, result)
@@ -254,6 +260,19 @@ class Processor:
         if self.settings.baskets == "words" and e.text:
             return sorted(set(_WORDS.findall(e.text.lower())))
         return None
+
+    def _drop_known_pairs(self, alerts: list[tuple[Entry, int, list[tuple[str, float, int]]]],
+                          later: list[tuple[int, int, int]]) -> list[tuple[Entry, int, list[tuple[str, float, int]]]]:
+        """Remove, from redelivered entries' matches, later documents already in the same cluster."""
+        args = [x for _, num, c in later for x in (num, c)]
+        same = self._same(keys=[self.keys.uf_parent], args=args)
+        known = {(num, c) for (_, num, c), s in zip(later, same, strict=True) if int(s)}
+        out = []
+        for e, num, matches in alerts:
+            kept = [m for m in matches if (num, m[2]) not in known]
+            if kept:
+                out.append((e, num, kept))
+        return out
 
     def _cluster_names(self, roots: list[int], known: dict[int, str]) -> list[str]:
         """A cluster is named by its root (oldest) document's id; ``#n`` if that document is gone."""

@@ -263,3 +263,29 @@ def test_concurrent_upserts_of_one_id_converge(r: redis.Redis, redis_url: str, f
     stored = d1.index.load_records([num])[num]
     assert stored is not None and stored.entry_id == newer[0][0]
     assert bucket_members(r) == {num: d1.index.spec.bands}
+
+
+def test_redelivery_after_a_crash_before_the_alert_still_alerts(r: redis.Redis, redis_url: str,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """X indexes `a` and dies before its alert; `b` (a later entry) was handled by Y a moment before and
+    could not see `a`. The redelivered `a` must still report `b` (the soak found this pair missing)."""
+    rng = random.Random(10)
+    base = text(rng)
+    x, y = make_daemon(redis_url, consumer="x"), make_daemon(redis_url, consumer="y")
+    push(r, [{"id": "a", "text": base}])
+    batch_a, _ = x._next_batch()
+    push(r, [{"id": "b", "text": variant(rng, base)}])
+    y.handle(*y._next_batch())  # b first: nothing to compare with yet
+    assert alerts(r) == []
+
+    def crash(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise SystemExit("killed before the alert")
+
+    monkeypatch.setattr(x.processor, "_emit_outputs", crash)
+    with pytest.raises(SystemExit):
+        x.processor.process(batch_a)
+    monkeypatch.undo()
+    x.handle(batch_a, {batch_a[0][0]: 2})  # redelivered
+    assert [(a["id"], a["duplicate_of"]) for a in alerts(r)] == [("a", "b")]
+    x.handle(batch_a, {batch_a[0][0]: 3})  # and again: nothing more
+    assert len(alerts(r)) == 1 and pending(r) == 0
