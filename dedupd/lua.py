@@ -96,6 +96,16 @@ end
 return out
 """
 
+# The input entry id stored in a packed record (record.py's header, then the signature, id and tail).
+_ENTRY_OF = """
+local function entry_of(blob)
+  if not blob then return '' end
+  local _, perm, _, nid, ntail, nin = struct.unpack('<BHIIIHHI', blob)
+  local at = 24 + 4 * perm + nid + ntail
+  return string.sub(blob, at, at + nin - 1)
+end
+"""
+
 # Band buckets: each bucket is a field (the low 32 bits of the band hash; the hash key holds its top bits)
 # of a Redis hash holding, as its value,
 # the packed little-endian uint32 ids of the documents in it. A document's record is checked and written
@@ -109,7 +119,7 @@ return out
 # with ('' = no record) and the new record ('' for 'x'/'k').
 # Returns one string per 'd': the packed ids found in the buckets that document joined (before it), or
 # '!' when its record had changed since it was read (nothing of that document was written).
-BUCKETS = """
+BUCKETS = _ENTRY_OF + """
 local ops, kidx, fields, ids, ckidx = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local function find(v, id)
   local from = 1
@@ -119,12 +129,6 @@ local function find(v, id)
     if (s - 1) % 4 == 0 then return s end
     from = s + 1
   end
-end
-local function entry_of(blob)
-  if not blob then return '' end
-  local _, perm, _, nid, ntail, nin = struct.unpack('<BHIIIHHI', blob)
-  local at = 24 + 4 * perm + nid + ntail
-  return string.sub(blob, at, at + nin - 1)
 end
 local out, acc = {}, {}
 local j, c, skip = 0, 0, false
@@ -180,13 +184,7 @@ return out
 
 # The record check of BUCKETS alone, for Redis Cluster (a record and its buckets live in other slots).
 # KEYS: the record.  ARGV: op ('c', 'x' or 'k'), the entry id it was read with, the new record.
-RECORD_CAS = """
-local function entry_of(blob)
-  if not blob then return '' end
-  local _, perm, _, nid, ntail, nin = struct.unpack('<BHIIIHHI', blob)
-  local at = 24 + 4 * perm + nid + ntail
-  return string.sub(blob, at, at + nin - 1)
-end
+RECORD_CAS = _ENTRY_OF + """
 if entry_of(redis.call('GET', KEYS[1])) ~= ARGV[2] then return 0 end
 if ARGV[1] == 'c' then redis.call('SET', KEYS[1], ARGV[3]) elseif ARGV[1] == 'x' then redis.call('DEL', KEYS[1]) end
 return 1

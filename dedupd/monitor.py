@@ -13,9 +13,11 @@ from dedupd.keys import Keys
 
 
 def group_state(client: Any, keys: Keys) -> dict[str, Any] | None:
-    """The consumer group's lag and pending count (None when the group does not exist yet)."""
+    """The consumer group's lag, pending count and consumers, and the stream's length and entries added
+    (None when the group does not exist yet)."""
     try:
         groups = client.xinfo_groups(keys.docs)
+        info = client.xinfo_stream(keys.docs)
     except redis.ResponseError:
         return None
     for g in groups:
@@ -26,10 +28,10 @@ def group_state(client: Any, keys: Keys) -> dict[str, Any] | None:
         if lag != 0:
             # Redis < 7, lag unknown, or a stale count: Redis 7.0 can report lag > 0 for ever after a restart
             # from the AOF (entries-read is not restored exactly). Everything delivered means no lag.
-            info = client.xinfo_stream(keys.docs)
             if info.get("last-generated-id") == g.get("last-delivered-id"):
                 lag = 0
-        return {"pending": int(g["pending"]), "lag": lag, "consumers": int(g["consumers"])}
+        return {"pending": int(g["pending"]), "lag": lag, "consumers": int(g["consumers"]),
+                "length": int(info["length"]), "added": int(info.get("entries-added") or info["length"])}
     return None
 
 

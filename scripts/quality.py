@@ -61,6 +61,9 @@ for p in (str(SCRIPTS), str(REPO)):
 import corpora  # noqa: E402
 import oracle  # noqa: E402
 
+from dedupd.keys import Keys  # noqa: E402
+from dedupd.monitor import group_state as monitor_group_state  # noqa: E402
+
 STREAM = "dedupd:docs"
 ALERTS = "dedupd:alerts"
 DEAD = "dedupd:dead"
@@ -122,22 +125,8 @@ def tail(path: Path, n: int = 30) -> str:
 
 # ----------------------------------------------------------------------------- stream state
 def group_state(client: redis.Redis) -> dict[str, Any] | None:
-    """lag, pending, entries-read and stream length of the group, or None if it does not exist yet."""
-    try:
-        groups = client.xinfo_groups(STREAM)
-        info = client.xinfo_stream(STREAM)
-    except redis.ResponseError:
-        return None
-    for g in groups:
-        name = g["name"].decode() if isinstance(g["name"], bytes) else g["name"]
-        if name != GROUP:
-            continue
-        lag = g.get("lag")
-        if lag is None:  # unknown on some versions / after deletions: compare ids
-            lag = 0 if g.get("last-delivered-id") == info.get("last-generated-id") else None
-        return {"lag": lag, "pending": int(g["pending"]), "consumers": int(g["consumers"]),
-                "length": int(info["length"]), "added": int(info.get("entries-added") or info["length"])}
-    return None
+    """lag, pending, consumers, stream length and entries added, or None if the group does not exist yet."""
+    return monitor_group_state(client, Keys())
 
 
 def read_stream(client: redis.Redis, key: str, page: int = 5000) -> list[tuple[bytes, dict[bytes, bytes]]]:

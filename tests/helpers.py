@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 from typing import Any
 
 import redis
@@ -65,3 +66,24 @@ def dead(r: redis.Redis, prefix: str = "dedupd") -> list[dict[bytes, bytes]]:
 
 def pending(r: redis.Redis, prefix: str = "dedupd") -> int:
     return int(r.xpending(Keys(prefix).docs, "dedupd")["pending"])
+
+
+def handle_at_once(jobs: list[tuple[Daemon, list[Any]]]) -> None:
+    """Each daemon handles its batch in its own thread; their first index writes wait for each other, so
+    all of them have read the index before any of them writes (later writes run freely)."""
+    barrier = threading.Barrier(len(jobs))
+    for daemon, _ in jobs:
+        real = daemon.index.apply
+        first = [True]
+
+        def synced(writes, _real=real, _first=first):  # type: ignore[no-untyped-def]
+            if _first and _first.pop():
+                barrier.wait(timeout=10)
+            return _real(writes)
+
+        daemon.index.apply = synced  # type: ignore[method-assign]
+    threads = [threading.Thread(target=d.handle, args=(b, None)) for d, b in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)

@@ -7,13 +7,12 @@ import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 import redis
-from helpers import alerts, drain, make_daemon, pending, push, text, variant
+from helpers import alerts, drain, handle_at_once, make_daemon, pending, push, text, variant
 
 from dedupd.keys import Keys
 from dedupd.monitor import group_state, wait_drained
@@ -88,20 +87,7 @@ def test_two_consumers_at_the_same_moment_find_the_pair(r: redis.Redis, redis_ur
         b1, _ = d1._next_batch()
         push(r, [{"id": "second", "text": variant(rng, base)}])
         b2, _ = d2._next_batch()
-        barrier = threading.Barrier(2)
-        for d in (d1, d2):
-            real = d.index.apply
-
-            def synced(writes, _real=real):  # type: ignore[no-untyped-def]
-                barrier.wait(timeout=10)
-                return _real(writes)
-
-            d.index.apply = synced  # type: ignore[method-assign]
-        threads = [threading.Thread(target=d.handle, args=(b, None)) for d, b in ((d1, b1), (d2, b2))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=30)
+        handle_at_once([(d1, b1), (d2, b2)])
         pairs = {frozenset((a["id"], a["duplicate_of"])) for a in alerts(r)}
         assert pairs == {frozenset(("first", "second"))}, trial
         assert pending(r) == 0

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import random
-import threading
 import time
 from collections import Counter
 
 import numpy as np
 import redis
-from helpers import alerts, drain, make_daemon, pending, push, text
+from helpers import alerts, drain, handle_at_once, make_daemon, pending, push, text
 
 from dedupd.daemon import Daemon
 from dedupd.keys import Keys
@@ -80,21 +79,7 @@ def test_concurrent_upserts_of_one_id_leave_a_consistent_index(r: redis.Redis, r
     b1, _ = d1._next_batch()
     push(r, [{"id": "doc", "text": v2}])
     b2, _ = d2._next_batch()
-    barrier = threading.Barrier(2)
-    for d in (d1, d2):  # both have read the stored record before either writes
-        real = d.index.apply
-
-        def synced(writes, _real=real, _first=[True]):  # type: ignore[no-untyped-def]  # noqa: B006
-            if _first.pop() if _first else False:  # only the first write of each consumer meets the other
-                barrier.wait(timeout=10)
-            return _real(writes)
-
-        d.index.apply = synced  # type: ignore[method-assign]
-    threads = [threading.Thread(target=d.handle, args=(b, None)) for d, b in ((d1, b1), (d2, b2))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
+    handle_at_once([(d1, b1), (d2, b2)])  # both have read the stored record before either writes
     time.sleep(0.15)  # idle longer than claim_idle_ms
     for d in (d1, d2):  # an entry left pending because its document changed meanwhile is processed again
         d._last_claim = 0.0
