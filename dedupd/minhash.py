@@ -210,15 +210,16 @@ class OnePermHasher:
         return sig if raw.ndim == 2 else sig[0]
 
     def _ranks(self) -> npt.NDArray[np.int32]:
-        """rank[j, i]: the position of bin i in bin j's seeded random order of the bins; one more row and
-        column (index num_perm) for padding, ranked after every real bin."""
+        """by_bin[i, j]: the position of bin i in bin j's seeded random order of the bins, with every bin
+        first in its own order (-1) and one padding row (index num_perm) ranked after every real bin."""
         if self._table is None:
             k = self.num_perm
             gen = np.random.Generator(np.random.PCG64(int(self._salt)))
             orders = np.argsort(gen.random((k, k)), axis=1)
-            ranks = np.full((k + 1, k + 1), k + 1, dtype=np.int32)
-            np.put_along_axis(ranks[:k, :k], orders, np.arange(k, dtype=np.int32)[None, :].repeat(k, 0), axis=1)
-            self._table = ranks
+            ranks = np.empty((k, k), dtype=np.int32)
+            np.put_along_axis(ranks, orders, np.arange(k, dtype=np.int32)[None, :].repeat(k, 0), axis=1)
+            np.fill_diagonal(ranks, -1)
+            self._table = np.concatenate([ranks.T, np.full((1, k), k + 1, dtype=np.int32)])
         return self._table
 
     def _fill(self, sig: npt.NDArray[np.uint32]) -> None:
@@ -226,27 +227,24 @@ class OnePermHasher:
         order of the bins: the first non-empty bin of an endless seeded probe sequence (Shrivastava 2017),
         with the sequence's repeats dropped. Two documents with the same non-empty bins borrow alike."""
         k = self.num_perm
-        ranks = self._ranks()
+        by_bin = self._ranks()
         empty = sig == EMPTY
         filled = k - empty.sum(axis=1)
         todo = np.flatnonzero((filled > 0) & (filled < k))
         if todo.size == 0:
             return
-        # documents grouped by fill (1-2, 3-4, 5-8, ... bins), padded to the group's largest fill
+        # documents grouped by fill (1-2, 3-4, 5-8, ... bins), padded to the group's largest fill; a
+        # non-empty bin ranks itself first, so it keeps its own value
         group = np.ceil(np.log2(filled[todo])).astype(np.int64)
         for g in np.unique(group).tolist():
             rows = todo[group == g]
             m = filled[rows]
-            lo, hi = int(m.min()), int(m.max())
-            order = np.argsort(empty[rows], axis=1, kind="stable")  # non-empty bins first, then holes
-            col = np.arange(k, dtype=np.int64)[None, :]
-            full = np.where(col[:, :hi] < m[:, None], order[:, :hi], k)
-            holes = np.where(col[:, lo:] >= m[:, None], order[:, lo:], k)
-            pick = np.argmin(ranks[holes[:, :, None], full[:, None, :]], axis=2)
+            hi = int(m.max())
+            order = np.argsort(empty[rows], axis=1, kind="stable")[:, :hi]  # non-empty bins first
+            full = np.where(np.arange(hi)[None, :] < m[:, None], order, k)
+            pick = np.argmin(by_bin[full], axis=1)  # (docs, hi, k) -> the first non-empty bin of each order
             donors = np.take_along_axis(full, pick, axis=1)
-            real = holes < k
-            r_idx = np.broadcast_to(rows[:, None], holes.shape)[real]
-            sig[r_idx, holes[real]] = sig[r_idx, donors[real]]
+            sig[rows] = np.take_along_axis(sig[rows], donors, axis=1)
 
     def signature(self, hashes: U64Array) -> npt.NDArray[np.uint32]:
         """Signature of one document."""
