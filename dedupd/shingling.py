@@ -55,13 +55,21 @@ def _lower_nfkc(text: str) -> str:
     return (text if text.isascii() else unicodedata.normalize("NFKC", text)).lower()
 
 
-def _word_table() -> npt.NDArray[np.bool_]:
-    """Which code points ``re``'s ``\\w`` matches: str.isalnum() or '_' (the same test sre uses)."""
+def _word_table(top: int) -> npt.NDArray[np.bool_]:
+    """Which code points up to ``top`` ``re``'s ``\\w`` matches: str.isalnum() or '_' (sre's own test).
+
+    Built on demand, the Basic Multilingual Plane first (65,536 code points, ~40 ms), the rest only when a
+    text holds a code point beyond it (~0.6 s once).
+    """
     global _UNICODE_WORD
-    if _UNICODE_WORD is None:
-        table = np.fromiter((chr(c).isalnum() for c in range(0x110000)), dtype=bool, count=0x110000)
+    have = 0 if _UNICODE_WORD is None else _UNICODE_WORD.shape[0]
+    if top >= have:
+        size = 0x10000 if top < 0x10000 else 0x110000
+        more = np.fromiter((chr(c).isalnum() for c in range(have, size)), dtype=bool, count=size - have)
+        table = more if _UNICODE_WORD is None else np.concatenate([_UNICODE_WORD, more])
         table[ord("_")] = True
         _UNICODE_WORD = table
+    assert _UNICODE_WORD is not None
     return _UNICODE_WORD
 
 
@@ -69,7 +77,8 @@ def _code_points(text: str) -> tuple[npt.NDArray[np.uint32] | npt.NDArray[np.uin
     """A text as an array of code points, and the word-character table to use with it."""
     if text.isascii():
         return np.frombuffer(text.encode("ascii"), dtype=np.uint8), _ASCII_WORD
-    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4"), _word_table()
+    cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+    return cps, _word_table(int(cps.max()))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
