@@ -155,3 +155,57 @@ def wait_until_up(client: Any, settings: Settings, retry_for_s: float) -> None:
             log.warning("Redis at %s unreachable (%s); retrying in %.1fs", settings.redacted_url(), exc, delay)
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
+
+
+def is_cluster(client: Any) -> bool:
+    """Whether ``client`` talks to a Redis Cluster (redis-py's cluster client or one of its pipelines)."""
+    return isinstance(client, redis.cluster.RedisCluster)
+
+
+class ScriptPipeline:
+    """A non-transactional pipeline that also takes script calls, for a single Redis or a Redis Cluster.
+
+    On a single Redis this is redis-py's pipeline with ``Script`` objects, as before. redis-py's cluster
+    pipeline refuses ``evalsha``, so on a Redis Cluster each call is queued as a raw ``EVALSHA`` (routed
+    by its keys' slot, one round trip per node); a ``NOSCRIPT`` reply (a node that has not seen the script:
+    new, restarted, or a replica just promoted) loads the script on every primary and runs that call again
+    (it did not run). Other errors are raised after the whole pipeline has run.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.cluster = is_cluster(client)
+        self.pipe = client.pipeline(transaction=False)
+        self._scripts: dict[int, tuple[Any, list[Any], list[Any]]] = {}
+
+    def __len__(self) -> int:
+        return len(self.pipe)
+
+    def script(self, script: Any, keys: list[Any], args: list[Any]) -> None:
+        """Queue one call of a registered ``Script``."""
+        if not self.cluster:
+            script(keys=keys, args=args, client=self.pipe)
+            return
+        self._scripts[len(self.pipe)] = (script, list(keys), list(args))
+        self.pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+
+    def execute(self) -> list[Any]:
+        """Run everything queued; the replies in order."""
+        if not self.cluster:
+            return self.pipe.execute()  # type: ignore[no-any-return]
+        calls, self._scripts = self._scripts, {}
+        replies: list[Any] = self.pipe.execute(raise_on_error=False)
+        redo = [i for i, r in enumerate(replies) if i in calls and isinstance(r, redis.exceptions.NoScriptError)]
+        if redo:
+            for script in {id(calls[i][0]): calls[i][0] for i in redo}.values():
+                script.sha = self.client.script_load(script.script)
+            again = self.client.pipeline(transaction=False)
+            for i in redo:
+                script, keys, args = calls[i]
+                again.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            for i, reply in zip(redo, again.execute(raise_on_error=False), strict=True):
+                replies[i] = reply
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return replies

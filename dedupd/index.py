@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dedupd import lua
+from dedupd.connection import ScriptPipeline
 from dedupd.errors import ConfigError
 from dedupd.fingerprint import Fingerprinter
 from dedupd.record import Record, decode_records
@@ -127,10 +128,10 @@ class Index:
         if self._cluster:
             passed = self._check_records(writes)
             writes = [w if ok else DocWrite(w.num) for w, ok in zip(writes, passed, strict=True)]
-        pipe = self.client.pipeline(transaction=False)
+        pipe = ScriptPipeline(self.client)
         groups = self._bucket_ops(writes, with_records=not self._cluster)
         for keys, args in groups:
-            self._buckets(keys=keys, args=args, client=pipe)
+            pipe.script(self._buckets, keys, args)
         replies = pipe.execute() if groups else []
         found: list[set[int] | None] = []
         for i, w in enumerate(writes):
@@ -146,22 +147,22 @@ class Index:
         if self.shadow:  # the id map is shared by the generations: only the serving one forgets ids
             forget = [w for w in forget if self._cluster]
         if forget:
-            pipe = self.client.pipeline(transaction=False)
+            pipe = ScriptPipeline(self.client)
             for w in forget:
                 if self._cluster:
-                    pipe.delete(self.keys.doc(w.num, self.generation))
+                    pipe.pipe.delete(self.keys.doc(w.num, self.generation))
                 if not self.shadow:
-                    self._forget(keys=[self.keys.id_forward], args=[w.delete_id, w.num], client=pipe)
+                    pipe.script(self._forget, [self.keys.id_forward], [w.delete_id, w.num])
             pipe.execute()
         return found
 
     def _check_records(self, writes: Sequence[DocWrite]) -> list[bool]:
         """Redis Cluster: check and write each record on its own (one slot per script)."""
-        pipe = self.client.pipeline(transaction=False)
+        pipe = ScriptPipeline(self.client)
         checked = [w for w in writes if w.expected is not None]
         for w in checked:
             op = w.check_op if w.check_op != b"x" else b"k"  # deleted after its buckets are left
-            self._cas(keys=[self.keys.doc(w.num, self.generation)], args=[op, w.expected, w.record or b""], client=pipe)
+            pipe.script(self._cas, [self.keys.doc(w.num, self.generation)], [op, w.expected, w.record or b""])
         ok = iter(bool(x) for x in (pipe.execute() if checked else []))
         return [next(ok) if w.expected is not None else True for w in writes]
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from dedupd import lua
+from dedupd.connection import ScriptPipeline
 from dedupd.entries import MAX_DELIVERIES, Entry, Op, parse_entry
 from dedupd.errors import InputError
 from dedupd.fingerprint import AppendTo, Fingerprint
@@ -124,15 +125,15 @@ class Processor:
     def dead_letter(self, dead: Sequence[tuple[RawEntry, str, str]]) -> None:
         """Write dead letters (original fields + error + detail), once per input entry."""
         now = int(time.time() * 1000)
-        pipe = self.client.pipeline(transaction=False)
+        pipe = ScriptPipeline(self.client)
         for (entry_id, fields), code, detail in dead:
             args: list[Any] = [entry_id, now, self.settings.dead_retention, self.settings.seen_ttl_s * 1000]
             for k, v in fields.items():
                 if k not in (b"error", b"detail", b"input"):
                     args += [k, v]
             args += ["error", code, "detail", detail, "input", entry_id]
-            self._emit(keys=[self.keys.dead, self.keys.seen(self.keys.dead)], args=args, client=pipe)
-        pipe.hincrby(self.keys.counters, "dead", len(dead))
+            pipe.script(self._emit, [self.keys.dead, self.keys.seen(self.keys.dead)], args)
+        pipe.pipe.hincrby(self.keys.counters, "dead", len(dead))
         pipe.execute()
         for (entry_id, _), code, detail in dead:
             log.warning("dead-lettered %s: %s (%s)", entry_id, code, detail)
@@ -299,7 +300,7 @@ class Processor:
             roots = self._cluster_names(root_nums, names)
         now = int(time.time() * 1000)
         ttl = self.settings.seen_ttl_s * 1000
-        pipe = self.client.pipeline(transaction=False)
+        pipe = ScriptPipeline(self.client)
         for (e, _, matches), root in zip(alerts, roots, strict=True):
             alert = Alert(e.doc_id, tuple((m[0], m[1]) for m in matches), root, e.entry_id,
                           self.settings.verify, e.source, e.meta)
@@ -307,16 +308,16 @@ class Processor:
             args = [e.entry_id, now, self.settings.alerts_retention, ttl]
             for k, v in alert.fields().items():
                 args += [k, v]
-            self._emit(keys=[self.keys.alerts, self.keys.seen(self.keys.alerts)], args=args, client=pipe)
+            pipe.script(self._emit, [self.keys.alerts, self.keys.seen(self.keys.alerts)], args)
         for e in entries:
             basket = self._basket(e)
             if basket is not None:
                 args = [e.entry_id, now, self.settings.basket_retention, ttl,
                         "id", e.doc_id, "items", json.dumps(basket, ensure_ascii=False)]
-                self._emit(keys=[self.keys.baskets, self.keys.seen(self.keys.baskets)], args=args, client=pipe)
-        pipe.hincrby(self.keys.counters, "processed", len(entries))
+                pipe.script(self._emit, [self.keys.baskets, self.keys.seen(self.keys.baskets)], args)
+        pipe.pipe.hincrby(self.keys.counters, "processed", len(entries))
         if alerts:
-            pipe.hincrby(self.keys.counters, "alerts", len(alerts))
+            pipe.pipe.hincrby(self.keys.counters, "alerts", len(alerts))
         pipe.execute()
 
 

@@ -32,6 +32,7 @@ Examples::
     .venv/bin/python scripts/quality.py --corpus debian --env DEDUPD_SEED=16 --env DEDUPD_BANDS=21 --env DEDUPD_ROWS=6
     .venv/bin/python scripts/quality.py --corpus python --consumers 2 --env DEDUPD_BATCH_SIZE=512
     .venv/bin/python scripts/quality.py --corpus data/my.jsonl --keep
+    .venv/bin/python scripts/quality.py --corpus debian --redis-url redis://127.0.0.1:30000 --cluster
 """
 
 from __future__ import annotations
@@ -113,6 +114,30 @@ def start_redis(exe: str, workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
             time.sleep(0.05)
     client.close()
     return proc, port
+
+
+def connect_existing(url: str, cluster: bool) -> Any:
+    """A client of an existing Redis (or Redis Cluster: every primary) at ``url``, flushed."""
+    try:
+        if cluster:
+            import redis.cluster
+            client: Any = redis.cluster.RedisCluster.from_url(url)
+            client.flushall(target_nodes=redis.cluster.RedisCluster.PRIMARIES)
+        else:
+            client = redis.Redis.from_url(url)
+            client.flushdb()
+    except redis.RedisError as exc:
+        raise SetupError(f"cannot use the Redis at {url}: {exc}") from None
+    return client
+
+
+def used_memory(client: Any) -> int:
+    """INFO used_memory, summed over the primaries of a cluster."""
+    import redis.cluster
+    if isinstance(client, redis.cluster.RedisCluster):
+        infos = client.info("memory", target_nodes=redis.cluster.RedisCluster.PRIMARIES)
+        return sum(int(v["used_memory"]) for v in infos.values() if isinstance(v, dict))
+    return int(client.info("memory")["used_memory"])
 
 
 def tail(path: Path, n: int = 30) -> str:
@@ -227,12 +252,20 @@ def run(args: argparse.Namespace) -> int:
 
     # --- servers
     workdir = Path(tempfile.mkdtemp(prefix="dedupd-quality-"))
-    redis_proc, port = start_redis(redis_exe, workdir)
-    url = f"redis://127.0.0.1:{port}/0"
+    redis_proc: subprocess.Popen[bytes] | None = None
+    if args.redis_url:
+        url = args.redis_url
+        client = connect_existing(url, args.cluster)
+        log(f"existing {'Redis Cluster' if args.cluster else 'Redis'} at {url}: flushed")
+        if args.cluster:
+            env["DEDUPD_REDIS_CLUSTER"] = "1"
+    else:
+        redis_proc, port = start_redis(redis_exe, workdir)
+        url = f"redis://127.0.0.1:{port}/0"
+        client = redis.Redis.from_url(url)
+        log(f"redis-server on {url} (dir {workdir})")
     env["DEDUPD_REDIS_URL"] = url
     env.setdefault("DEDUPD_DATA_DIR", str(workdir / "embedded"))
-    client = redis.Redis.from_url(url)
-    log(f"redis-server on {url} (dir {workdir})")
     shown_env = {k: v for k, v in env.items() if k.startswith("DEDUPD_") and k != "DEDUPD_DATA_DIR"}
     log("daemon environment: " + " ".join(f"{k}={v}" for k, v in sorted(shown_env.items())))
     daemons: list[tuple[subprocess.Popen[bytes], Path]] = []
@@ -282,7 +315,7 @@ def run(args: argparse.Namespace) -> int:
         total_s = time.perf_counter() - t_push
         log(f"drained: {state['added']} entries in {total_s:.1f}s from the start of the push "
             f"({len(ids) / total_s:.0f} docs/s, {text_mb / total_s:.2f} MB/s)")
-        mem = client.info("memory")
+        mem = {"used_memory": used_memory(client)}
 
         # --- alerts -> pairs
         raw_alerts = read_stream(client, ALERTS)
@@ -369,6 +402,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"false negatives collapse to {fn_summary['distinct_set_pairs']} distinct pairs of shingle sets "
                   f"(documents with identical sets miss together); true pairs: "
                   f"{distinct_set_pairs(list(truth_j), sets)} distinct")
+        if args.pairs:
+            args.pairs.write_text("".join(f"{json.dumps(sorted((ids[i], ids[j])))}\n" for i, j in sorted(found)))
+            log(f"{len(found)} found pairs written to {args.pairs}")
         if args.dump:
             dump = {
                 "false_negatives": [[ids[i], ids[j], truth_j[(i, j)][0], truth_j[(i, j)][1]] for i, j in fn_pairs],
@@ -424,7 +460,10 @@ def run(args: argparse.Namespace) -> int:
                 proc.kill()
                 proc.wait()
         client.close()
-        if args.keep:
+        if redis_proc is None:
+            if not args.keep:
+                shutil.rmtree(workdir, ignore_errors=True)
+        elif args.keep:
             log(f"--keep: redis-server still running on {url} (pid {redis_proc.pid}); logs in {workdir}")
         else:
             redis_proc.terminate()
@@ -461,11 +500,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--show", type=int, default=5, help="false negatives/positives to print (default %(default)s)")
     ap.add_argument("--dump", type=Path, default=None,
                     help="write every false negative/positive (ids, exact J or reported similarity) to this JSON file")
+    ap.add_argument("--pairs", type=Path, default=None,
+                    help="write every found pair (two ids, sorted; one JSON array per line, sorted) to this file, "
+                         "e.g. to compare a Redis Cluster run with a single-Redis run")
     ap.add_argument("--keep", action="store_true",
                     help="leave redis-server running and keep the temp dir (logs) for inspection")
     ap.add_argument("--dedupd", default=None, help="dedupd executable (default .venv/bin/dedupd, then PATH)")
     ap.add_argument("--redis-server", default=None, help="redis-server executable (default from PATH)")
+    ap.add_argument("--redis-url", default=None,
+                    help="use this existing Redis instead of starting one (it is FLUSHED first: every primary "
+                         "with --cluster)")
+    ap.add_argument("--cluster", action="store_true",
+                    help="--redis-url is a Redis Cluster node (sets DEDUPD_REDIS_CLUSTER=1 for the daemons); "
+                         "start one with scripts/cluster-up.sh")
     args = ap.parse_args(argv)
+    if args.cluster and not args.redis_url:
+        ap.error("--cluster needs --redis-url (e.g. the URL scripts/cluster-up.sh prints)")
     if args.consumers < 1:
         ap.error("--consumers must be at least 1")
     try:

@@ -1,0 +1,240 @@
+"""Redis Cluster: a real 6-node cluster (3 primaries, 3 replicas) from scripts/cluster-up.sh.
+
+The same pairs as on a single Redis, four consumers as one, and a primary killed (SIGKILL) during a run:
+its replica is promoted and the daemons carry on, losing and doubling nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import redis.cluster
+from helpers import alerts, text, variant
+from procs import Served, check_exactly_once, counter, pairs_corpus, push_corpus, wait_for
+
+from dedupd.keys import Keys
+from dedupd.monitor import group_state
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+pytestmark = pytest.mark.slow
+
+
+def _cluster_support() -> str | None:
+    """Why a local cluster cannot be started here, or None."""
+    if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
+        return "redis-server/redis-cli not installed"
+    out = subprocess.run(["redis-cli", "--cluster", "help"], capture_output=True, text=True, check=False)
+    if "create" not in out.stdout + out.stderr:
+        return "this redis-cli has no --cluster create (Redis >= 5 needed)"
+    return None
+
+
+class Cluster:
+    """A cluster started by scripts/cluster-up.sh in ``workdir``; stopped by scripts/cluster-down.sh."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.dir = workdir
+        out = subprocess.run(["bash", str(SCRIPTS / "cluster-up.sh"), "", str(workdir)], capture_output=True,
+                             check=False, text=True, timeout=120,
+                             env={**os.environ, "CLUSTER_NODE_TIMEOUT": "2000"})
+        if out.returncode != 0:
+            subprocess.run(["bash", str(SCRIPTS / "cluster-down.sh"), str(workdir), "--keep"], capture_output=True,
+                           check=False)
+            raise RuntimeError(f"cluster-up.sh failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
+        m = re.search(r"DEDUPD_REDIS_URL=(\S+) DEDUPD_REDIS_CLUSTER=1", out.stdout)
+        assert m, out.stdout
+        self.url = m.group(1)
+
+    @property
+    def ports(self) -> list[int]:
+        base = int((self.dir / "base_port").read_text())
+        return list(range(base, base + 6))
+
+    def client(self) -> redis.cluster.RedisCluster:
+        return redis.cluster.RedisCluster.from_url(self.url)
+
+    def flush(self) -> None:
+        c = self.client()
+        c.flushall(target_nodes=redis.cluster.RedisCluster.PRIMARIES)
+        c.close()
+
+    def pid(self, port: int) -> int:
+        return int((self.dir / str(port) / "redis.pid").read_text())
+
+    def down(self) -> None:
+        subprocess.run(["bash", str(SCRIPTS / "cluster-down.sh"), str(self.dir)], capture_output=True, timeout=60,
+                       check=False)
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    reason = _cluster_support()
+    if reason:
+        pytest.skip(f"no local Redis Cluster: {reason}")
+    c = Cluster(tmp_path_factory.mktemp("cluster"))
+    yield c
+    c.down()
+
+
+@pytest.fixture
+def rc(cluster: Cluster) -> Iterator[redis.cluster.RedisCluster]:
+    """A client of the flushed session cluster."""
+    cluster.flush()
+    client = cluster.client()
+    yield client
+    client.close()
+
+
+def serve(url: str, log: Path, *args: str, **env: str) -> Served:
+    return Served(url, log, *args, DEDUPD_REDIS_CLUSTER="1", **env)
+
+
+def _drained(client: Any, n: int) -> bool:
+    try:
+        state = group_state(client, Keys())
+    except redis.RedisError:  # a failover in progress
+        return False
+    return state is not None and state["added"] >= n and state["lag"] == 0 and state["pending"] == 0
+
+
+def _run(url: str, client: Any, docs: list[dict[str, str]], tmp_path: Path, name: str, consumers: int = 1,
+         cluster: bool = True, **env: str) -> dict[str, str]:
+    inputs = push_corpus(client, docs)
+    extra = {"DEDUPD_REDIS_CLUSTER": "1"} if cluster else {}
+    daemons = [Served(url, tmp_path / f"{name}-{k}.log", "--batch-size", "64", **extra, **env)
+               for k in range(consumers)]
+    wait_for(lambda: _drained(client, len(docs)), 180, f"{name}: every entry processed", poll=0.1)
+    for d in daemons:
+        assert d.stop() == 0, d.stderr
+        assert "Traceback" not in d.stderr, d.stderr
+    return inputs
+
+
+def _corpus(seed: int) -> tuple[list[dict[str, str]], set[frozenset[str]]]:
+    """Pairs, groups of 4 variants of one text, then a delete, an append, an upsert and a late copy."""
+    import random
+
+    docs, expected = pairs_corpus(250, seed, words=60)
+    pairs = {frozenset(p) for p in expected}
+    rng = random.Random(seed + 1)
+    for g in range(40):
+        base = text(rng, 80)
+        members = [f"g{g}-{k}" for k in range(4)]
+        for m in members:
+            docs.append({"id": m, "text": variant(rng, base)})
+    # updates: a delete, an append, an upsert to other text, and a late copy of the first document
+    docs += [{"id": "p1a", "op": "delete"}, {"id": "p2b", "op": "append", "text": "and a few more words here"},
+             {"id": "p3a", "text": text(rng, 60)}, {"id": "late", "text": docs[0]["text"]}]
+    pairs.add(frozenset(("late", "p0a")))
+    return docs, pairs
+
+
+def _found(client: Any) -> set[frozenset[str]]:
+    return {frozenset((a["id"], m[0])) for a in alerts(client) for m in a["matches"]}
+
+
+def _once_per_input(client: Any, inputs: dict[str, str]) -> None:
+    got = alerts(client)
+    per_input = Counter(a["input"] for a in got)
+    assert max(per_input.values(), default=1) == 1, [k for k, v in per_input.items() if v > 1]
+    assert all(inputs[a["input"]] == a["id"] for a in got)
+
+
+def test_cluster_finds_the_same_pairs_as_a_single_redis(rc: Any, cluster: Cluster, r: redis.Redis,
+                                                         redis_url: str, tmp_path: Path) -> None:
+    docs, pairs = _corpus(71)
+    single_inputs = _run(redis_url, r, docs, tmp_path, "single", cluster=False)
+    single = _found(r)
+    assert pairs <= single  # every planted pair, and the groups' pairs
+    cluster_inputs = _run(cluster.url, rc, docs, tmp_path, "cluster")
+    assert _found(rc) == single
+    _once_per_input(rc, cluster_inputs)
+    _once_per_input(r, single_inputs)
+    # one consumer: the same alerts, document by document
+    key = lambda a: (a["id"], a["duplicate_of"], a["similarity"], str(a["matches"]), a["cluster"])
+    assert sorted(map(key, alerts(rc))) == sorted(map(key, alerts(r)))
+    assert counter(rc, "processed") == len(docs)
+
+
+def test_four_consumers_on_the_cluster_find_the_same_pairs_as_one(rc: Any, cluster: Cluster,
+                                                                  tmp_path: Path) -> None:
+    docs, pairs = _corpus(72)
+    _run(cluster.url, rc, docs, tmp_path, "one")
+    one = _found(rc)
+    assert pairs <= one
+    cluster.flush()
+    inputs = _run(cluster.url, rc, docs, tmp_path, "four", consumers=4)
+    assert _found(rc) == one
+    _once_per_input(rc, inputs)
+    consumers = {c["name"] for c in rc.xinfo_consumers(Keys().docs, "dedupd")}
+    assert len(consumers) == 4
+
+
+@pytest.fixture
+def own_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A cluster of its own (the failover test changes its topology)."""
+    reason = _cluster_support()
+    if reason:
+        pytest.skip(f"no local Redis Cluster: {reason}")
+    c = Cluster(tmp_path_factory.mktemp("failover"))
+    yield c
+    c.down()
+
+
+def _primary_of(client: Any, key: str) -> int:
+    node = client.get_node_from_key(key)
+    return int(node.port)
+
+
+def test_failover_of_a_primary_mid_run_loses_and_doubles_nothing(own_cluster: Cluster, tmp_path: Path) -> None:
+    """SIGKILL the primary holding the input stream while two daemons work; its replica takes over."""
+    client = own_cluster.client()
+    docs, expected = pairs_corpus(1500, 73, words=60)
+    inputs = push_corpus(client, docs)
+    victim_port = _primary_of(client, Keys().docs)
+    time.sleep(0.5)  # let the replicas catch up with the push (replication is asynchronous)
+    daemons = [serve(own_cluster.url, tmp_path / f"serve-{k}.log", "--batch-size", "50",
+                     DEDUPD_CLAIM_IDLE_MS="3000") for k in range(2)]
+    wait_for(lambda: counter(client, "processed") >= 300, 120, "300 documents processed")
+    os.kill(own_cluster.pid(victim_port), signal.SIGKILL)
+    processed_at_kill = counter(client, "processed")
+    assert processed_at_kill < len(docs), "the kill came after the run"
+    killed_at = time.monotonic()
+    # the replica is promoted after cluster-node-timeout (2 s); the daemons wait and go on
+    other = next(p for p in own_cluster.ports if p != victim_port)
+
+    def promoted() -> bool:
+        cli = ["redis-cli", "-p", str(other), "cluster"]
+        info = subprocess.run([*cli, "info"], capture_output=True, text=True, check=False).stdout
+        nodes = subprocess.run([*cli, "nodes"], capture_output=True, text=True, check=False).stdout.splitlines()
+        victim = [n for n in nodes if f":{victim_port}@" in n]
+        live_primaries = [n for n in nodes if "master" in n.split()[2] and "fail" not in n.split()[2]]
+        return ("cluster_state:ok" in info and bool(victim) and "fail" in victim[0].split()[2]
+                and len(live_primaries) == 3)
+
+    wait_for(promoted, 60, "the replica to be promoted", poll=0.1)
+    recovered_s = time.monotonic() - killed_at
+    fresh = redis.cluster.RedisCluster(host="127.0.0.1", port=other)  # the URL's node may be the dead one
+    wait_for(lambda: _drained(fresh, len(docs)), 240, "every entry processed after the failover", poll=0.2)
+    for d in daemons:
+        assert d.proc.poll() is None, d.stderr  # carried on
+        assert d.stop() == 0, d.stderr
+    check_exactly_once(fresh, expected, inputs)
+    assert counter(fresh, "processed") >= len(docs)
+    logs = "".join(d.stderr for d in daemons)
+    assert "Traceback" not in logs, logs
+    assert "retrying" in logs  # they did meet the dead primary, and waited
+    assert recovered_s < 30
+    fresh.close()
+    client.close()
