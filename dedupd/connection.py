@@ -126,7 +126,10 @@ def connect(settings: Settings, *, retry_for_s: float = 0.0, start_embedded: boo
             client = redis.Redis(unix_socket_path=embedded_socket(settings, start_embedded), socket_timeout=30)
             _CLIENTS.append(client)
         elif settings.redis_cluster:
-            client = redis.cluster.RedisCluster.from_url(settings.redis_url, **common)
+            url = settings.redis_url
+            # the cluster client asks a node for the slot map as it is built: unreachable is retried like a PING
+            client = _retry(lambda: cluster_client(url, **common), settings, retry_for_s,
+                            (*RETRYABLE, redis.exceptions.RedisClusterException))
         else:
             client = redis.Redis.from_url(settings.redis_url, **common)
     except ValueError:  # its message may quote a piece of the password: not shown
@@ -136,17 +139,41 @@ def connect(settings: Settings, *, retry_for_s: float = 0.0, start_embedded: boo
     return client
 
 
+def cluster_client(url: str, **kwargs: Any) -> Any:
+    """A Redis Cluster client from a URL naming one node or several: ``redis://[user:pass@]h1:p1,h2:p2/0``.
+
+    Any one reachable node is enough to discover the cluster; naming several lets a client start while
+    one of them is down (a killed primary, before it comes back as a replica).
+    """
+    scheme, sep, rest = url.partition("://")
+    netloc, slash, tail = rest.partition("/")
+    userinfo, at, hosts = netloc.rpartition("@")
+    if not sep or "," not in hosts:
+        return redis.cluster.RedisCluster.from_url(url, **kwargs)
+    others = []
+    for hostport in hosts.split(",")[1:]:
+        host, colon, port = hostport.rpartition(":")
+        if not colon or not port.isdigit():
+            raise ValueError("a cluster node must be host:port")
+        others.append(redis.cluster.ClusterNode(host, int(port)))
+    first = f"{scheme}://{userinfo}{at}{hosts.split(',')[0]}{slash}{tail}"
+    return redis.cluster.RedisCluster.from_url(first, startup_nodes=others, **kwargs)
+
+
 def wait_until_up(client: Any, settings: Settings, retry_for_s: float) -> None:
     """PING until it answers, backing off 0.1 s doubling up to 5 s, for at most ``retry_for_s``."""
+    _retry(client.ping, settings, retry_for_s, RETRYABLE)
+
+
+def _retry(action: Any, settings: Settings, retry_for_s: float, retryable: tuple[type[BaseException], ...]) -> Any:
     deadline = time.monotonic() + retry_for_s
     delay = 0.1
     while True:
         try:
-            client.ping()
-            return
+            return action()
         except redis.AuthenticationError as exc:
             raise RedisUnavailableError(f"Redis at {settings.redacted_url()} refused the credentials: {exc}") from None
-        except RETRYABLE as exc:
+        except retryable as exc:
             if time.monotonic() + delay > deadline:
                 raise RedisUnavailableError(
                     f"cannot reach Redis at {settings.redacted_url()}: {exc}. Is the server running and is "
@@ -187,7 +214,10 @@ class ScriptPipeline:
             script(keys=keys, args=args, client=self.pipe)
             return
         self._scripts[len(self.pipe)] = (script, list(keys), list(args))
-        self.pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        # the node from the client's slot map: without it redis-py's cluster pipeline asks the server for
+        # the keys of each EVALSHA (COMMAND GETKEYS, one round trip per call); a stale map gets MOVED, followed
+        self.pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args,
+                                  target_nodes=self.client.get_node_from_key(keys[0]))
 
     def execute(self) -> list[Any]:
         """Run everything queued; the replies in order."""
@@ -202,7 +232,8 @@ class ScriptPipeline:
             again = self.client.pipeline(transaction=False)
             for i in redo:
                 script, keys, args = calls[i]
-                again.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+                again.execute_command("EVALSHA", script.sha, len(keys), *keys, *args,
+                                      target_nodes=self.client.get_node_from_key(keys[0]))
             for i, reply in zip(redo, again.execute(raise_on_error=False), strict=True):
                 replies[i] = reply
         for reply in replies:

@@ -72,6 +72,7 @@ class Index:
         self._key_cache: dict[tuple[int, int], str] = {}
         self._key_table: npt.NDArray[np.object_] | None = None
         self._cluster = hasattr(client, "get_node_from_key") or hasattr(client, "nodes_manager")
+        self._slot_cache: dict[str, int] = {}  # Redis Cluster: bucket hash name -> slot
 
     @classmethod
     def open(cls, client: Any, keys: Keys, spec: IndexSpec, store_shingles: bool) -> Index:
@@ -215,7 +216,11 @@ class Index:
                 args += [w.expected or "", w.record or b""]
             return [(names + record_keys, args)]  # type: ignore[list-item]
         # Redis Cluster: one call per slot; each call still closes every document ('d' per write)
-        slots = np.array([int(self.client.keyslot(n)) for n in names], dtype=np.int64)[inverse]
+        cache = self._slot_cache
+        for n in names:
+            if n not in cache:
+                cache[n] = int(self.client.keyslot(n))
+        slots = np.array([cache[n] for n in names], dtype=np.int64)[inverse]
         out: list[tuple[list[str], list[bytes]]] = []
         for slot in np.unique(slots).tolist():
             sel = np.flatnonzero(slots == slot)

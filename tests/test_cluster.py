@@ -177,7 +177,7 @@ def test_four_consumers_on_the_cluster_find_the_same_pairs_as_one(rc: Any, clust
     inputs = _run(cluster.url, rc, docs, tmp_path, "four", consumers=4)
     assert _found(rc) == one
     _once_per_input(rc, inputs)
-    consumers = {c["name"] for c in rc.xinfo_consumers(Keys().docs, "dedupd")}
+    consumers = {_s(c["name"]) for c in rc.xinfo_consumers(Keys().docs, "dedupd")}
     assert len(consumers) == 4
 
 
@@ -190,6 +190,10 @@ def own_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = Cluster(tmp_path_factory.mktemp("failover"))
     yield c
     c.down()
+
+
+def _s(x: bytes | str) -> str:
+    return x.decode() if isinstance(x, bytes) else x
 
 
 def _primary_of(client: Any, key: str) -> int:
@@ -226,6 +230,12 @@ def test_failover_of_a_primary_mid_run_loses_and_doubles_nothing(own_cluster: Cl
     wait_for(promoted, 60, "the replica to be promoted", poll=0.1)
     recovered_s = time.monotonic() - killed_at
     fresh = redis.cluster.RedisCluster(host="127.0.0.1", port=other)  # the URL's node may be the dead one
+    # a daemon started now, with a URL naming the dead node first and a live one after it, joins them
+    late = serve(f"redis://127.0.0.1:{victim_port},127.0.0.1:{other}", tmp_path / "serve-late.log",
+                 "--batch-size", "50", "--consumer", "late")
+    daemons.append(late)
+    wait_for(lambda: "late" in {_s(c["name"]) for c in fresh.xinfo_consumers(Keys().docs, "dedupd")}, 60,
+             "the late daemon to join the group", poll=0.1)
     wait_for(lambda: _drained(fresh, len(docs)), 240, "every entry processed after the failover", poll=0.2)
     for d in daemons:
         assert d.proc.poll() is None, d.stderr  # carried on
