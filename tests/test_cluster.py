@@ -77,14 +77,19 @@ class Cluster:
                        check=False)
 
 
-@pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def _running_cluster(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Cluster]:
+    """A local cluster in a fresh directory, torn down afterwards (skips without cluster support)."""
     reason = _cluster_support()
     if reason:
         pytest.skip(f"no local Redis Cluster: {reason}")
-    c = Cluster(tmp_path_factory.mktemp("cluster"))
+    c = Cluster(tmp_path_factory.mktemp(name))
     yield c
     c.down()
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    yield from _running_cluster(tmp_path_factory, "cluster")
 
 
 @pytest.fixture
@@ -184,12 +189,7 @@ def test_four_consumers_on_the_cluster_find_the_same_pairs_as_one(rc: Any, clust
 @pytest.fixture
 def own_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A cluster of its own (the failover test changes its topology)."""
-    reason = _cluster_support()
-    if reason:
-        pytest.skip(f"no local Redis Cluster: {reason}")
-    c = Cluster(tmp_path_factory.mktemp("failover"))
-    yield c
-    c.down()
+    yield from _running_cluster(tmp_path_factory, "failover")
 
 
 def _s(x: bytes | str) -> str:
