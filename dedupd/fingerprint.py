@@ -101,10 +101,6 @@ class Fingerprinter:
                                        old.n_units + n - (k - 1), raws[i]))
         return out
 
-    def from_raw(self, shingles: npt.NDArray[np.uint32], raw: npt.NDArray[np.uint32], tail: str, n_units: int) -> Fingerprint:
-        """A stored document's fingerprint (its signature densified from the stored raw one)."""
-        return Fingerprint(shingles, self.minhasher.densify(raw), tail, n_units, raw)
-
     def band_hashes(self, fps: Sequence[Fingerprint]) -> U64Array:
         """Band hashes, shape (len(fps), bands)."""
         if not fps:

@@ -20,12 +20,10 @@ import numpy.typing as npt
 
 from dedupd import lua
 from dedupd.connection import ScriptPipeline
-from dedupd.errors import ConfigError
 from dedupd.fingerprint import Fingerprinter
 from dedupd.record import Record, decode_records
 from dedupd.hashing import U64Array
 from dedupd.keys import Keys
-from dedupd.minhash import SIG_DTYPE
 from dedupd.spec import IndexSpec
 
 _SH_DTYPE = np.dtype("<u4")

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from dedupd.errors import ConfigError
 from dedupd.fingerprint import Fingerprint, Fingerprinter
@@ -84,7 +83,3 @@ def record_doc_id(blob: bytes) -> str:
     at = _HEADER.size + 4 * perm
     return blob[at : at + n_id].decode()
 
-
-def signature_of(raw: npt.NDArray[np.uint32]) -> bytes:
-    """The raw signature bytes as stored."""
-    return raw.astype(_U32, copy=False).tobytes()

@@ -24,7 +24,6 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import redis
 

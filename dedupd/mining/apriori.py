@@ -282,8 +282,7 @@ def _occurrences_of_level(prep: Frequent, sets: I32) -> Occurrences:
     ids = np.arange(m, dtype=np.int64)
     space = m
     for w in range(2, sets.shape[1] + 1):
-        prefixes, inverse = np.unique(sets[:, :w], axis=0, return_inverse=True)
-        del inverse
+        prefixes = np.unique(sets[:, :w], axis=0)
         if w == 2:
             pid = prefixes[:, 0].astype(np.int64)
         else:
