@@ -110,17 +110,34 @@ end
 # of a Redis hash holding, as its value,
 # the packed little-endian uint32 ids of the documents in it. A document's record is checked and written
 # in the same call, so that two consumers changing one document cannot interleave.
-# KEYS: the bucket hashes and document records used.  ARGV[1]: one op code per op:
+# ARGV[1]: one op code per op:
 #   'c' check the record is still the one read, then write the new one; 'x' check, then delete it;
 #   'k' check only; 'a' join a bucket and read it; 'r' leave a bucket; 'd' end of a document.
-# ARGV[2]: per 'a'/'r' op, its key index (uint32 LE, 1-based).  ARGV[3]: per 'a'/'r' op, the field
-# (4 bytes).  ARGV[4]: per 'a'/'r' op, the id (4 bytes).  ARGV[5]: per 'c'/'x'/'k' op, the record's key
-# index (uint32 LE).  ARGV[6], ARGV[7], ...: per 'c'/'x'/'k' op, the input entry id the record was read
-# with ('' = no record) and the new record ('' for 'x'/'k').
+# ARGV[2]: per 'a'/'r' op, its bucket hash index (uint32 LE, 1-based).  ARGV[3]: per 'a'/'r' op, the
+# field (4 bytes).  ARGV[4]: per 'a'/'r' op, the id (4 bytes).  ARGV[5]: per 'c'/'x'/'k' op, the record's
+# key index in KEYS (uint32 LE).  ARGV[7]: '' when KEYS holds the bucket hashes (KEYS[i] = bucket hash i;
+# Redis Cluster, one slot per call); else the bucket hash names are concatenated in ARGV[6] and ARGV[7]
+# holds 0 and the end of each name (uint32 LE): bucket hash i is ARGV[6][ends[i]+1 .. ends[i+1]]
+# (single Redis: two arguments instead of thousands of keys to pack and parse per batch).
+# ARGV[8], ARGV[9], ...: per 'c'/'x'/'k' op, the input entry id the record was read with ('' = no
+# record) and the new record ('' for 'x'/'k').
 # Returns one string per 'd': the packed ids found in the buckets that document joined (before it), or
 # '!' when its record had changed since it was read (nothing of that document was written).
 BUCKETS = _ENTRY_OF + """
 local ops, kidx, fields, ids, ckidx = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local blob, ends = ARGV[6], ARGV[7]
+local unpack4, sub = struct.unpack, string.sub
+local names = {}
+local function bucket(j)
+  if ends == '' then return KEYS[j] end
+  local name = names[j]
+  if not name then
+    local a, b = unpack4('<I4I4', ends, 4 * j - 3)
+    name = sub(blob, a + 1, b)
+    names[j] = name
+  end
+  return name
+end
 local function find(v, id)
   local from = 1
   while true do
@@ -140,7 +157,7 @@ for i = 1, #ops do
     skip = false
   elseif op == 'c' or op == 'x' or op == 'k' then
     local key = KEYS[struct.unpack('<I4', ckidx, 4 * c + 1)]
-    local expected, blob = ARGV[6 + 2 * c], ARGV[7 + 2 * c]
+    local expected, blob = ARGV[8 + 2 * c], ARGV[9 + 2 * c]
     c = c + 1
     if entry_of(redis.call('GET', key)) ~= expected then
       skip = true
@@ -150,7 +167,7 @@ for i = 1, #ops do
       redis.call('DEL', key)
     end
   else
-    local key = KEYS[struct.unpack('<I4', kidx, 4 * j + 1)]
+    local key = bucket(unpack4('<I4', kidx, 4 * j + 1))
     local field = string.sub(fields, 4 * j + 1, 4 * j + 4)
     local id = string.sub(ids, 4 * j + 1, 4 * j + 4)
     j = j + 1

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dedupd import lua
 from dedupd.connection import ScriptPipeline
@@ -28,9 +29,8 @@ from dedupd.hashing import U64Array
 from dedupd.index import DocWrite, Index
 from dedupd.record import Record, encode_record, record_doc_id
 from dedupd.keys import Keys
-from dedupd.minhash import estimate
 from dedupd.settings import Settings
-from dedupd.shingling import jaccard
+from dedupd.verify import agreement_pairs, jaccard_pairs
 
 log = logging.getLogger(__name__)
 
@@ -211,15 +211,11 @@ class Processor:
         others = self.index.load_records(wanted) if wanted else {}
         alerts: list[tuple[Entry, int, list[tuple[str, float, int]]]] = []
         later: list[tuple[int, int, int]] = []  # (alert index, num, candidate) to check against the clusters
-        for (e, num, _, ref), cands in zip(plan, found, strict=True):
+        # every (document, candidate) pair of the batch, verified in one call
+        pairs: list[tuple[int, int, int, str, Fingerprint, str]] = []  # plan index, num, cand, id, fp, entry
+        for p, ((e, num, _, ref), cands) in enumerate(zip(plan, found, strict=True)):
             if ref is None or not cands or num not in new_fps:
                 continue
-            _, fp, _ = new_fps[num]
-            # A redelivered entry (already applied) compares with the documents that were there before
-            # it, and with later ones only when no alert has joined them yet (its first processing may
-            # have stopped before its alert, while the later one could not see it).
-            before = stream_id_key(e.entry_id) if isinstance(ref, Fingerprint) else None
-            matches: list[tuple[str, float, int]] = []
             for c in cands:
                 if c in new_fps:
                     cid, cfp, cin = new_fps[c]
@@ -228,14 +224,25 @@ class Processor:
                     if rec is None:
                         continue  # deleted meanwhile
                     cid, cfp, cin = rec.doc_id, rec.fingerprint, rec.entry_id
-                sim = self._similarity(fp, cfp)
-                if sim >= self.settings.threshold:
-                    if before is not None and cin and stream_id_key(cin) >= before:
-                        later.append((len(alerts), num, c))
-                    matches.append((cid, sim, c))
-            if matches:
-                matches.sort(key=lambda m: (-m[1], m[0]))
-                alerts.append((e, num, matches))
+                pairs.append((p, num, c, cid, cfp, cin))
+        sims = self._similarities([(new_fps[num][1], cfp) for _, num, _, _, cfp, _ in pairs])
+        by_plan: dict[int, list[tuple[int, str, float, str]]] = {}
+        for (p, _, c, cid, _, cin), sim in zip(pairs, sims.tolist(), strict=True):
+            if sim >= self.settings.threshold:
+                by_plan.setdefault(p, []).append((c, cid, sim, cin))
+        for p, hits in by_plan.items():
+            e, num, _, ref = plan[p]
+            # A redelivered entry (already applied) compares with the documents that were there before
+            # it, and with later ones only when no alert has joined them yet (its first processing may
+            # have stopped before its alert, while the later one could not see it).
+            before = stream_id_key(e.entry_id) if isinstance(ref, Fingerprint) else None
+            matches: list[tuple[str, float, int]] = []
+            for c, cid, sim, cin in hits:
+                if before is not None and cin and stream_id_key(cin) >= before:
+                    later.append((len(alerts), num, c))
+                matches.append((cid, sim, c))
+            matches.sort(key=lambda m: (-m[1], m[0]))
+            alerts.append((e, num, matches))
         if later:
             alerts = self._drop_known_pairs(alerts, later)
         done = [e for (e, *_), f in zip(plan, found, strict=True) if f is not None]
@@ -248,10 +255,32 @@ class Processor:
             log.info("%d documents changed under a concurrent update; processing them again", len(retry))
             self._process_unique(retry, result, attempt + 1)
 
-    def _similarity(self, a: Fingerprint, b: Fingerprint) -> float:
-        if self.settings.verify == "exact" and a.shingles.size and b.shingles.size:
-            return jaccard(a.shingles, b.shingles)
-        return estimate(a.signature, b.signature)
+    def _similarities(self, pairs: Sequence[tuple[Fingerprint, Fingerprint]]) -> npt.NDArray[np.float64]:
+        """Similarity of each pair: exact Jaccard of the shingle sets when verification is exact and both
+        documents have them, else the signature estimate."""
+        out = np.zeros(len(pairs), dtype=np.float64)
+        if not pairs:
+            return out
+        exact = self.settings.verify == "exact"
+        rows: dict[int, int] = {}
+        fps: list[Fingerprint] = []
+        left = np.empty(len(pairs), dtype=np.int64)
+        right = np.empty(len(pairs), dtype=np.int64)
+        use_sets = np.empty(len(pairs), dtype=bool)
+        for i, (a, b) in enumerate(pairs):
+            for side, fp in ((left, a), (right, b)):
+                row = rows.get(id(fp))
+                if row is None:
+                    row = rows[id(fp)] = len(fps)
+                    fps.append(fp)
+                side[i] = row
+            use_sets[i] = exact and a.shingles.size > 0 and b.shingles.size > 0
+        if use_sets.any():
+            out[use_sets] = jaccard_pairs([fp.shingles for fp in fps], left[use_sets], right[use_sets])
+        if not use_sets.all():
+            sigs = np.stack([fp.signature for fp in fps])
+            out[~use_sets] = agreement_pairs(sigs, left[~use_sets], right[~use_sets])
+        return out
 
     def _basket(self, e: Entry) -> list[str] | None:
         if e.op is Op.DELETE or self.settings.baskets == "none":

@@ -1,0 +1,82 @@
+"""Verification of LSH candidates, many pairs at once (pure: numpy and a numba loop, no Redis).
+
+A batch's candidate pairs are verified in one call: exact Jaccard of the stored shingle fingerprint sets
+(sorted distinct uint32, merged pairwise in a compiled loop) when both documents have them, else the
+signature estimate (the fraction of agreeing positions). One call instead of one ``np.intersect1d`` per
+pair: that was ~7 us of Python and numpy overhead per candidate.
+
+Example:
+    >>> a, b = np.array([1, 2, 3, 4], np.uint32), np.array([2, 3, 4, 5], np.uint32)
+    >>> jaccard_pairs([a, b], np.array([0]), np.array([1])).tolist()
+    [0.6]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+_kernel: Any = None
+
+
+def _compiled() -> Any:
+    """The merge loop, compiled on first use (numba is imported only by the daemon's verification)."""
+    global _kernel
+    if _kernel is None:
+        import numba
+
+        @numba.njit(cache=True, nogil=True)
+        def intersections(flat: Any, offsets: Any, left: Any, right: Any, out: Any) -> None:  # pragma: no cover
+            for p in range(left.shape[0]):
+                i, a_end = offsets[left[p]], offsets[left[p] + 1]
+                j, b_end = offsets[right[p]], offsets[right[p] + 1]
+                size = (a_end - i) + (b_end - j)
+                n = 0
+                while i < a_end and j < b_end:
+                    x, y = flat[i], flat[j]
+                    if x == y:
+                        n += 1
+                        i += 1
+                        j += 1
+                    elif x < y:
+                        i += 1
+                    else:
+                        j += 1
+                union = size - n
+                out[p] = n / union if union > 0 else 0.0
+
+        _kernel = intersections
+    return _kernel
+
+
+def jaccard_pairs(sets: Sequence[npt.NDArray[np.uint32]], left: npt.NDArray[np.int64],
+                  right: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """Exact Jaccard similarity of ``sets[left[p]]`` and ``sets[right[p]]`` for every p.
+
+    Args:
+        sets: sorted distinct fingerprint arrays.
+        left, right: indices into ``sets``, one pair per position.
+
+    Returns:
+        One similarity per pair (0.0 when both sets are empty).
+    """
+    out = np.zeros(left.shape[0], dtype=np.float64)
+    if not left.shape[0]:
+        return out
+    sizes = np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=len(sets))
+    offsets = np.zeros(len(sets) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    flat = np.concatenate([s.astype(np.uint32, copy=False) for s in sets]) if sets else np.zeros(0, np.uint32)
+    _compiled()(flat, offsets, left.astype(np.int64, copy=False), right.astype(np.int64, copy=False), out)
+    return out
+
+
+def agreement_pairs(signatures: npt.NDArray[np.uint32], left: npt.NDArray[np.int64],
+                    right: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """Signature estimate of Jaccard similarity for every pair of rows (fraction of equal positions)."""
+    if not left.shape[0]:
+        return np.zeros(0, dtype=np.float64)
+    return (signatures[left] == signatures[right]).mean(axis=1)  # type: ignore[no-any-return]
