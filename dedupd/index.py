@@ -176,37 +176,34 @@ class Index:
     def _bucket_ops(self, writes: Sequence[DocWrite], with_records: bool) -> list[tuple[list[str], list[bytes]]]:
         """Encode the changes as BUCKETS script calls: one in all (with the record checks and writes), or
         on a Redis Cluster one per slot (buckets only)."""
+        n, width = len(writes), self.spec.bands
+        # one row per write: the buckets to leave (0 = none), then the buckets to join; flattened row by row,
+        # the kept cells are the ops in the script's order
+        table = np.zeros((n, 2 * width), dtype=np.uint64)
+        keep = np.zeros((n, 2 * width), dtype=bool)
         ops: list[bytes] = []
         checks: list[DocWrite] = []
-        band_parts: list[npt.NDArray[np.int64]] = []
-        hash_parts: list[U64Array] = []
-        id_parts: list[npt.NDArray[np.uint32]] = []
-        doc_parts: list[npt.NDArray[np.int64]] = []
         for i, w in enumerate(writes):
             if with_records and w.expected is not None:
                 ops.append(w.check_op)
                 checks.append(w)
-            for code, hashes in ((b"r", w.remove), (b"a", w.add)):
-                if hashes.size == 0:
-                    continue
-                bands = np.flatnonzero(hashes) if code == b"r" else np.arange(hashes.size, dtype=np.int64)
-                if bands.size == 0:
-                    continue
-                ops.append(code * bands.size)
-                band_parts.append(bands)
-                hash_parts.append(hashes[bands])
-                id_parts.append(np.full(bands.size, w.num, dtype=np.uint32))
-                doc_parts.append(np.full(bands.size, i, dtype=np.int64))
-            ops.append(b"d")
-        if not band_parts and not checks:
+            n_r = n_a = 0
+            if w.remove.size:
+                table[i, : w.remove.size] = w.remove
+                keep[i, : w.remove.size] = w.remove != 0
+                n_r = int(np.count_nonzero(keep[i, :width]))
+            if w.add.size:
+                table[i, width : width + w.add.size] = w.add
+                keep[i, width : width + w.add.size] = True
+                n_a = w.add.size
+            ops.append(b"r" * n_r + b"a" * n_a + b"d")
+        flat = keep.ravel()
+        if not flat.any() and not checks:
             return []
-        if not band_parts:
-            band_parts, hash_parts = [np.zeros(0, np.int64)], [np.zeros(0, np.uint64)]
-            id_parts, doc_parts = [np.zeros(0, np.uint32)], [np.zeros(0, np.int64)]
-        band = np.concatenate(band_parts)
-        hashes = np.concatenate(hash_parts)
-        ids = np.concatenate(id_parts)
-        docs = np.concatenate(doc_parts)
+        hashes = table.ravel()[flat]
+        band = np.tile(np.arange(2 * width, dtype=np.int64) % width, n)[flat]
+        docs = np.repeat(np.arange(n, dtype=np.int64), 2 * width)[flat]
+        ids = np.fromiter((w.num for w in writes), dtype=np.uint32, count=n)[docs]
         shard = (hashes >> self._shift).astype(np.int64) if self.spec.shard_bits else np.zeros_like(band)
         pair, inverse = np.unique((band << 21) | shard, return_inverse=True)
         # the field is the band hash's low 32 bits (the key already holds its top shard_bits): two
