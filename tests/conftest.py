@@ -82,3 +82,17 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
             monkeypatch.delenv(key)
     monkeypatch.setenv("DEDUPD_DATA_DIR", str(tmp_path / "embedded"))
     monkeypatch.setenv("DEDUPD_METRICS_PORT", "0")  # tests that want metrics choose a free port
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _compiled_kernels() -> None:
+    """Compile dedupd's numba kernels once, before any test spawns a daemon: they are cached on disk
+    (dedupd/__pycache__), so every `dedupd serve` the tests start loads them instead of compiling
+    (seconds each on a fresh checkout). Both schemes, ASCII and non-ASCII texts, an append."""
+    from dedupd.fingerprint import AppendTo, Fingerprinter
+    from dedupd.spec import IndexSpec
+
+    for scheme in ("oph", "classic"):
+        fpr = Fingerprinter(IndexSpec("word:3", 16, 1, 4, 4, scheme))
+        fps = fpr.compute(["warm the kernels up", "wärm them up"])
+        fpr.compute([AppendTo(fps[0], "once")])
