@@ -43,6 +43,7 @@ class DocWrite:
     record: bytes | None = None  # packed record to store
     delete_id: str | None = None  # forget this document (delete op)
     expected: str | None = None  # the record's input entry id when read ('' = none); None = no check
+    rejoin: bool = False  # already applied (a redelivery): read only the documents that joined before it
 
     @property
     def check_op(self) -> bytes:
@@ -196,7 +197,7 @@ class Index:
                 table[i, width : width + w.add.size] = w.add
                 keep[i, width : width + w.add.size] = True
                 n_a = w.add.size
-            ops.append(b"r" * n_r + b"a" * n_a + b"d")
+            ops.append(b"r" * n_r + (b"j" if w.rejoin else b"a") * n_a + b"d")
         flat = keep.ravel()
         if not flat.any() and not checks:
             return []

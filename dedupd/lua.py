@@ -44,22 +44,6 @@ redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', tonumber(ARGV[2]) - tonumber(ARG
 return 1
 """
 
-# KEYS: parent.  ARGV: pairs "a b".  Returns per pair 1 when a and b are in one duplicate cluster.
-SAME_CLUSTER = """
-local function root(x)
-  while true do
-    local p = redis.call('HGET', KEYS[1], x)
-    if (not p) or p == x then return x end
-    x = p
-  end
-end
-local out = {}
-for i = 1, #ARGV, 2 do
-  out[#out + 1] = (root(ARGV[i]) == root(ARGV[i + 1])) and 1 or 0
-end
-return out
-"""
-
 # KEYS: parent.  ARGV: groups "n k m1 .. mk": union n with each m; returns per group the root's integer
 # id (the root is the cluster's oldest document: union by smaller integer id).
 UNION_FIND = """
@@ -112,7 +96,10 @@ end
 # in the same call, so that two consumers changing one document cannot interleave.
 # ARGV[1]: one op code per op:
 #   'c' check the record is still the one read, then write the new one; 'x' check, then delete it;
-#   'k' check only; 'a' join a bucket and read it; 'r' leave a bucket; 'd' end of a document.
+#   'k' check only; 'a' join a bucket and read the others in it; 'j' the same, but a document already in
+#   the bucket reads only the ones that joined before it (an entry processed again after a crash: the
+#   later ones saw it when they joined, and report the pair themselves); 'r' leave a bucket; 'd' end of
+#   a document.
 # ARGV[2]: per 'a'/'r' op, its bucket hash index (uint32 LE, 1-based).  ARGV[3]: per 'a'/'r' op, the
 # field (4 bytes).  ARGV[4]: per 'a'/'r' op, the id (4 bytes).  ARGV[5]: per 'c'/'x'/'k' op, the record's
 # key index in KEYS (uint32 LE).  ARGV[7]: '' when KEYS holds the bucket hashes (KEYS[i] = bucket hash i;
@@ -173,12 +160,12 @@ for i = 1, #ops do
     j = j + 1
     if skip then
       -- this document's record changed: leave its buckets alone
-    elseif op == 'a' then
+    elseif op == 'a' or op == 'j' then
       if redis.call('HSETNX', key, field, id) == 0 then  -- the bucket exists: read it, join it
         local v = redis.call('HGET', key, field)
         local at = find(v, id)
-        if at then
-          acc[#acc + 1] = string.sub(v, 1, at - 1) .. string.sub(v, at + 4)
+        if at then  -- already in it: 'a' reads the others, 'j' only the ones that joined before it
+          acc[#acc + 1] = op == 'a' and (string.sub(v, 1, at - 1) .. string.sub(v, at + 4)) or string.sub(v, 1, at - 1)
         else
           acc[#acc + 1] = v
           redis.call('HSET', key, field, v .. id)

@@ -96,7 +96,6 @@ class Processor:
         self.fingerprinter = index.fingerprinter
         self._emit = client.register_script(lua.EMIT_ONCE)
         self._union = client.register_script(lua.UNION_FIND)
-        self._same = client.register_script(lua.SAME_CLUSTER)
 
     # ----- entry point -----
     def process(self, raw: Sequence[RawEntry], deliveries: dict[str, int] | None = None) -> BatchResult:
@@ -195,6 +194,7 @@ class Processor:
                 writes.append(w)
                 continue
             w.add = bands(fp)
+            w.rejoin = isinstance(ref, Fingerprint)  # applied before: its buckets already hold it
             w.remove = old_bands if old_bands.size != w.add.size else np.where(old_bands != w.add, old_bands, 0)
             if not isinstance(ref, Fingerprint):
                 w.record = encode_record(e.doc_id, fp, e.entry_id, e.source, self.index.store_shingles)
@@ -210,7 +210,6 @@ class Processor:
         wanted = {c for cands in found if cands for c in cands if c not in new_fps}
         others = self.index.load_records(wanted) if wanted else {}
         alerts: list[tuple[Entry, int, list[tuple[str, float, int]]]] = []
-        later: list[tuple[int, int, int]] = []  # (alert index, num, candidate) to check against the clusters
         # every (document, candidate) pair of the batch, verified in one call
         pairs: list[tuple[int, int, int, str, Fingerprint, str]] = []  # plan index, num, cand, id, fp, entry
         for p, ((e, num, _, ref), cands) in enumerate(zip(plan, found, strict=True)):
@@ -231,20 +230,10 @@ class Processor:
             if sim >= self.settings.threshold:
                 by_plan.setdefault(p, []).append((c, cid, sim, cin))
         for p, hits in by_plan.items():
-            e, num, _, ref = plan[p]
-            # A redelivered entry (already applied) compares with the documents that were there before
-            # it, and with later ones only when no alert has joined them yet (its first processing may
-            # have stopped before its alert, while the later one could not see it).
-            before = stream_id_key(e.entry_id) if isinstance(ref, Fingerprint) else None
-            matches: list[tuple[str, float, int]] = []
-            for c, cid, sim, cin in hits:
-                if before is not None and cin and stream_id_key(cin) >= before:
-                    later.append((len(alerts), num, c))
-                matches.append((cid, sim, c))
+            e, num, _, _ = plan[p]
+            matches = [(cid, sim, c) for c, cid, sim, _ in hits]
             matches.sort(key=lambda m: (-m[1], m[0]))
             alerts.append((e, num, matches))
-        if later:
-            alerts = self._drop_known_pairs(alerts, later)
         done = [e for (e, *_), f in zip(plan, found, strict=True) if f is not None]
         if not self.shadow:
             self._emit_outputs(done, alerts, result)
@@ -290,19 +279,6 @@ class Processor:
         if self.settings.baskets == "words" and e.text:
             return sorted(set(_WORDS.findall(e.text.lower())))
         return None
-
-    def _drop_known_pairs(self, alerts: list[tuple[Entry, int, list[tuple[str, float, int]]]],
-                          later: list[tuple[int, int, int]]) -> list[tuple[Entry, int, list[tuple[str, float, int]]]]:
-        """Remove, from redelivered entries' matches, later documents already in the same cluster."""
-        args = [x for _, num, c in later for x in (num, c)]
-        same = self._same(keys=[self.keys.uf_parent], args=args)
-        known = {(num, c) for (_, num, c), s in zip(later, same, strict=True) if int(s)}
-        out = []
-        for e, num, matches in alerts:
-            kept = [m for m in matches if (num, m[2]) not in known]
-            if kept:
-                out.append((e, num, kept))
-        return out
 
     def _cluster_names(self, roots: list[int], known: dict[int, str]) -> list[str]:
         """A cluster is named by its root (oldest) document's id; ``#n`` if that document is gone."""
