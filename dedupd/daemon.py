@@ -140,6 +140,9 @@ class Daemon:
         if spec.bands * spec.rows < spec.num_perm:
             log.info("banding uses %d of %d signature positions; all %d are used to verify candidates",
                      spec.bands * spec.rows, spec.num_perm, spec.num_perm)
+        started = time.monotonic()
+        self.processor.warm_up()
+        log.info("compiled kernels loaded in %.2fs", time.monotonic() - started)
         self.metrics.serve(self.settings.metrics_host, self.settings.metrics_port)
         delay = 0.1
         while not self.stopping.is_set():

@@ -311,3 +311,30 @@ def classic_signatures(hashes, offsets, a, b):  # type: ignore[no-untyped-def]
         for i in range(k):
             out[d, i] = np.uint32(mins[i] >> _S29)
     return out
+
+
+@_jit
+def distinct_low32(hashes, offsets):  # type: ignore[no-untyped-def]
+    """Each document's sorted distinct low 32 bits of its shingle hashes, as :func:`dedupd.shingling.distinct32`.
+
+    Returns the concatenated values and the per-document offsets (one sort per document, in place).
+    """
+    n_docs = offsets.shape[0] - 1
+    out = np.empty(hashes.shape[0], dtype=np.uint32)
+    out_offsets = np.zeros(n_docs + 1, dtype=np.int64)
+    at = 0
+    for d in range(n_docs):
+        lo, hi = offsets[d], offsets[d + 1]
+        if hi > lo:
+            part = np.empty(hi - lo, dtype=np.uint32)
+            for i in range(lo, hi):
+                part[i - lo] = np.uint32(hashes[i] & _M32)
+            part.sort()
+            out[at] = part[0]
+            at += 1
+            for i in range(1, part.shape[0]):
+                if part[i] != part[i - 1]:
+                    out[at] = part[i]
+                    at += 1
+        out_offsets[d + 1] = at
+    return out[:at].copy(), out_offsets

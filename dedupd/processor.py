@@ -97,6 +97,13 @@ class Processor:
         self._emit = client.register_script(lua.EMIT_ONCE)
         self._union = client.register_script(lua.UNION_FIND)
 
+    def warm_up(self) -> None:
+        """Load the compiled kernels (numba: from the on-disk cache, or compiled on a first run) before
+        the first batch, so that the first entries do not wait for them."""
+        fps = self.fingerprinter.compute(["warm the kernels up", "wärm them ûp"])
+        self._similarities([(fps[0], fps[1])])
+        jaccard_pairs([fps[0].shingles, fps[1].shingles], np.zeros(1, np.int64), np.ones(1, np.int64))
+
     # ----- entry point -----
     def process(self, raw: Sequence[RawEntry], deliveries: dict[str, int] | None = None) -> BatchResult:
         """Process raw entries; returns the entry ids to acknowledge (all of them) and what happened."""

@@ -364,6 +364,14 @@ def distinct32(hashes: U64Array, offsets: npt.NDArray[np.int64]) -> tuple[npt.ND
     What exact verification stores: half the memory of 64-bit hashes, and two documents of n shingles
     each share a spurious fingerprint with probability about n*n / 2**32.
     """
+    from dedupd.kernels import distinct_low32
+
+    return distinct_low32(hashes, offsets.astype(np.int64, copy=False))  # type: ignore[no-any-return]
+
+
+def _numpy_distinct32(hashes: U64Array, offsets: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.uint32],
+                                                                                npt.NDArray[np.int64]]:
+    """The reference for :func:`distinct32`: ``np.unique`` per document."""
     low = hashes.astype(np.uint32)
     uniq = [np.unique(low[offsets[i] : offsets[i + 1]]) for i in range(len(offsets) - 1)]
     sizes = np.fromiter((u.shape[0] for u in uniq), dtype=np.int64, count=len(uniq))

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from dedupd import kernels, shingling
 from dedupd.minhash import EMPTY, MERSENNE61, MinHasher, OnePermHasher
 from dedupd.settings import ShingleSpec
-from dedupd.shingling import Shingler
+from dedupd.shingling import Shingler, _numpy_distinct32, distinct32
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -253,3 +253,18 @@ def test_cli_does_not_import_numba() -> None:
     code = ("import sys, dedupd.cli, dedupd.fingerprint, dedupd.shingling, dedupd.minhash; "
             "assert 'numba' not in sys.modules and 'dedupd.kernels' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 2**64 - 1), max_size=40), max_size=12))
+def test_distinct32_equals_numpy_reference(docs: list[list[int]]) -> None:
+    # values collide on their low 32 bits often: repeats of the same and of different 64-bit hashes
+    docs = [d + [x ^ (1 << 40) for x in d[:3]] + d[:2] for d in docs]
+    hashes = np.array([x for d in docs for x in d], dtype=np.uint64)
+    offsets = np.zeros(len(docs) + 1, dtype=np.int64)
+    np.cumsum([len(d) for d in docs], out=offsets[1:])
+    got, got_off = distinct32(hashes, offsets)
+    want, want_off = _numpy_distinct32(hashes, offsets)
+    assert got.dtype == np.uint32 and got.tolist() == want.tolist() and got_off.tolist() == want_off.tolist()
+    for i, d in enumerate(docs):
+        assert got[got_off[i] : got_off[i + 1]].tolist() == sorted({x & 0xFFFFFFFF for x in d})
