@@ -147,10 +147,16 @@ def push(file: Any, fmt: str, id_prefix: str | None, wait: bool, timeout: float,
     flushed = 0
 
     def lines() -> Any:
-        for line in file:
+        done = 0
+        for no, line in enumerate(file):
             if size is not None:
-                bar.update(len(line.encode("utf-8", "surrogatepass")))
+                done += len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass"))
+                if no % 256 == 255:  # the bar redraws at most a few times a second anyway
+                    bar.update(done)
+                    done = 0
             yield line
+        if size is not None:
+            bar.update(done)
 
     with click.progressbar(lines() if size is None else None, length=size, label=f"pushing {name}",
                            file=sys.stderr) as bar:

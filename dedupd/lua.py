@@ -193,3 +193,18 @@ if entry_of(redis.call('GET', KEYS[1])) ~= ARGV[2] then return 0 end
 if ARGV[1] == 'c' then redis.call('SET', KEYS[1], ARGV[3]) elseif ARGV[1] == 'x' then redis.call('DEL', KEYS[1]) end
 return 1
 """
+
+# KEYS: the input stream.  ARGV: per entry, its field count n, then n field/value pairs.
+# XADDs every entry (ids chosen by Redis); returns how many.
+XADD_MANY = """
+local i, n = 1, 0
+while i <= #ARGV do
+  local count = tonumber(ARGV[i])
+  local args = {'XADD', KEYS[1], '*'}
+  for j = i + 1, i + 2 * count do args[#args + 1] = ARGV[j] end
+  redis.call(unpack(args))
+  i = i + 1 + 2 * count
+  n = n + 1
+end
+return n
+"""

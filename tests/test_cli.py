@@ -52,6 +52,17 @@ def test_push_strict_jsonl_reports_bad_lines_and_keeps_the_rest(run, r: redis.Re
     assert [e["id"] for e in entries(r)] == ["a"]
 
 
+def test_push_empty_object_is_a_bad_line_and_chunks_keep_order(run, r: redis.Redis) -> None:  # type: ignore[no-untyped-def]
+    lines = [json.dumps({"id": f"d{i}", "text": f"text {i} é", "source": "s" * (i % 3)}) for i in range(1203)]
+    lines.insert(600, "{}")
+    res = run("push", "-", "--format", "jsonl", input="\n".join(lines) + "\n")
+    assert res.exit_code == 1 and "stdin:601: skipped: a JSON object without fields" in res.output
+    got = entries(r)
+    assert [e["id"] for e in got] == [f"d{i}" for i in range(1203)]  # three script calls of up to 500
+    assert got[5] == {"id": "d5", "text": "text 5 é", "source": "ss"}
+    assert got[6] == {"id": "d6", "text": "text 6 é", "source": ""}
+
+
 def test_push_text_format_and_id_prefix(run, r: redis.Redis) -> None:  # type: ignore[no-untyped-def]
     res = run("push", "-", "--format", "text", "--id-prefix", "mail-", input='{"not": "json mode"}\nhello\n')
     assert res.exit_code == 0
