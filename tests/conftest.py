@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 import redis
 
@@ -92,7 +93,10 @@ def _compiled_kernels() -> None:
     from dedupd.fingerprint import AppendTo, Fingerprinter
     from dedupd.spec import IndexSpec
 
+    from dedupd.verify import jaccard_pairs
+
     for scheme in ("oph", "classic"):
         fpr = Fingerprinter(IndexSpec("word:3", 16, 1, 4, 4, scheme))
         fps = fpr.compute(["warm the kernels up", "wärm them up"])
         fpr.compute([AppendTo(fps[0], "once")])
+    jaccard_pairs([fps[0].shingles, fps[1].shingles], np.zeros(1, np.int64), np.ones(1, np.int64))
