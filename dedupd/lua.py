@@ -113,73 +113,77 @@ end
 BUCKETS = _ENTRY_OF + """
 local ops, kidx, fields, ids, ckidx = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local blob, ends = ARGV[6], ARGV[7]
-local unpack4, sub = struct.unpack, string.sub
+local unpack4, sub, byte, call, sfind = struct.unpack, string.sub, string.byte, redis.call, string.find
+local named = ends ~= ''
 local names = {}
-local function bucket(j)
-  if ends == '' then return KEYS[j] end
-  local name = names[j]
-  if not name then
-    local a, b = unpack4('<I4I4', ends, 4 * j - 3)
-    name = sub(blob, a + 1, b)
-    names[j] = name
-  end
-  return name
-end
 local function find(v, id)
   local from = 1
   while true do
-    local s = string.find(v, id, from, true)
+    local s = sfind(v, id, from, true)
     if not s then return nil end
     if (s - 1) % 4 == 0 then return s end
     from = s + 1
   end
 end
-local out, acc = {}, {}
+-- op codes as bytes: a 97, j 106, r 114, d 100, c 99, x 120, k 107
+local out, acc, n_acc = {}, {}, 0
 local j, c, skip = 0, 0, false
 for i = 1, #ops do
-  local op = string.sub(ops, i, i)
-  if op == 'd' then
-    if skip then out[#out + 1] = '!' else out[#out + 1] = table.concat(acc) end
-    acc = {}
-    skip = false
-  elseif op == 'c' or op == 'x' or op == 'k' then
-    local key = KEYS[struct.unpack('<I4', ckidx, 4 * c + 1)]
-    local expected, blob = ARGV[8 + 2 * c], ARGV[9 + 2 * c]
-    c = c + 1
-    if entry_of(redis.call('GET', key)) ~= expected then
-      skip = true
-    elseif op == 'c' then
-      redis.call('SET', key, blob)
-    elseif op == 'x' then
-      redis.call('DEL', key)
-    end
-  else
-    local key = bucket(unpack4('<I4', kidx, 4 * j + 1))
-    local field = string.sub(fields, 4 * j + 1, 4 * j + 4)
-    local id = string.sub(ids, 4 * j + 1, 4 * j + 4)
+  local op = byte(ops, i)
+  if op == 97 or op == 106 or op == 114 then
+    local at4 = 4 * j
     j = j + 1
-    if skip then
-      -- this document's record changed: leave its buckets alone
-    elseif op == 'a' or op == 'j' then
-      if redis.call('HSETNX', key, field, id) == 0 then  -- the bucket exists: read it, join it
-        local v = redis.call('HGET', key, field)
-        local at = find(v, id)
-        if at then  -- already in it: 'a' reads the others, 'j' only the ones that joined before it
-          acc[#acc + 1] = op == 'a' and (string.sub(v, 1, at - 1) .. string.sub(v, at + 4)) or string.sub(v, 1, at - 1)
-        else
-          acc[#acc + 1] = v
-          redis.call('HSET', key, field, v .. id)
+    if not skip then
+      local k = unpack4('<I4', kidx, at4 + 1)
+      local key
+      if named then
+        key = names[k]
+        if not key then
+          local a, b = unpack4('<I4I4', ends, 4 * k - 3)
+          key = sub(blob, a + 1, b)
+          names[k] = key
+        end
+      else
+        key = KEYS[k]
+      end
+      local field, id = sub(fields, at4 + 1, at4 + 4), sub(ids, at4 + 1, at4 + 4)
+      if op ~= 114 then
+        if call('HSETNX', key, field, id) == 0 then  -- the bucket exists: read it, join it
+          local v = call('HGET', key, field)
+          local at = find(v, id)
+          n_acc = n_acc + 1
+          if at then  -- already in it: 'a' reads the others, 'j' only the ones that joined before it
+            acc[n_acc] = op == 97 and (sub(v, 1, at - 1) .. sub(v, at + 4)) or sub(v, 1, at - 1)
+          else
+            acc[n_acc] = v
+            call('HSET', key, field, v .. id)
+          end
+        end
+      else
+        local v = call('HGET', key, field)
+        if v then
+          local at = find(v, id)
+          if at then
+            local rest = sub(v, 1, at - 1) .. sub(v, at + 4)
+            if rest == '' then call('HDEL', key, field) else call('HSET', key, field, rest) end
+          end
         end
       end
-    else
-      local v = redis.call('HGET', key, field)
-      if v then
-        local at = find(v, id)
-        if at then
-          local rest = string.sub(v, 1, at - 1) .. string.sub(v, at + 4)
-          if rest == '' then redis.call('HDEL', key, field) else redis.call('HSET', key, field, rest) end
-        end
-      end
+    end  -- skip: this document's record changed: leave its buckets alone
+  elseif op == 100 then
+    if skip then out[#out + 1] = '!' else out[#out + 1] = table.concat(acc) end
+    if n_acc > 0 then acc, n_acc = {}, 0 end
+    skip = false
+  else
+    local key = KEYS[unpack4('<I4', ckidx, 4 * c + 1)]
+    local expected, record = ARGV[8 + 2 * c], ARGV[9 + 2 * c]
+    c = c + 1
+    if entry_of(call('GET', key)) ~= expected then
+      skip = true
+    elseif op == 99 then
+      call('SET', key, record)
+    elseif op == 120 then
+      call('DEL', key)
     end
   end
 end
