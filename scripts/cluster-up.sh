@@ -3,7 +3,9 @@
 # cluster-node-timeout small so that a killed primary's replica is promoted within seconds.
 #
 # Usage: bash scripts/cluster-up.sh [BASE_PORT] [DIR]
-#   BASE_PORT  first of 6 consecutive ports (default: the first free run of 6 from 30000 on)
+#   BASE_PORT  first of 6 consecutive ports (default: the first free run of 6 from 20000 on, chosen so that
+#              the cluster bus ports, port + 10000, stay below the kernel's ephemeral range: an outgoing
+#              connection may hold a port in that range, and a node that cannot bind its bus port aborts)
 #   DIR        node directories (default: a new temporary directory); DIR/<port>/ holds each node's
 #              nodes.conf, appendonly files, log and pidfile
 #   env CLUSTER_NODE_TIMEOUT (ms, default 2000), REDIS_SERVER, REDIS_CLI
@@ -17,43 +19,57 @@ command -v "$SERVER" >/dev/null || { echo "redis-server not found" >&2; exit 2; 
 command -v "$CLI" >/dev/null || { echo "redis-cli not found" >&2; exit 2; }
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-BASE=${1:-}
-if [ -z "$BASE" ]; then
-  BASE=30000
+EPHEMERAL=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+GIVEN=${1:-}
+BASE=${GIVEN:-20000}
+find_base() {  # from $BASE on: 6 free ports whose bus ports are free too and below the ephemeral range
   while :; do
+    [ $((BASE + 10005)) -lt "$EPHEMERAL" ] || [ -n "$GIVEN" ] || { echo "no 6 free ports found below $((EPHEMERAL - 10000))" >&2; exit 2; }
     ok=1
     for i in 0 1 2 3 4 5; do port_free $((BASE + i)) || { ok=0; break; }; done
-    # the cluster bus uses port + 10000
     for i in 0 1 2 3 4 5; do port_free $((BASE + 10000 + i)) || { ok=0; break; }; done
-    [ $ok = 1 ] && break
+    [ $ok = 1 ] && return
+    [ -z "$GIVEN" ] || { echo "port $BASE..$((BASE + 5)) or its bus port is in use" >&2; exit 2; }
     BASE=$((BASE + 6))
-    [ $BASE -lt 40000 ] || { echo "no 6 free ports found" >&2; exit 2; }
   done
-fi
+}
 DIR=${2:-$(mktemp -d -t dedupd-cluster.XXXXXX)}
 mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)
-PORTS=()
-for i in 0 1 2 3 4 5; do
-  p=$((BASE + i))
-  port_free "$p" || { echo "port $p is in use" >&2; exit 2; }
-  PORTS+=("$p")
-done
 
-for p in "${PORTS[@]}"; do
-  mkdir -p "$DIR/$p"
-  "$SERVER" --port "$p" --bind 127.0.0.1 --daemonize yes --dir "$DIR/$p" \
-    --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout "$TIMEOUT" \
-    --appendonly yes --appendfsync everysec --save '' \
-    --pidfile "$DIR/$p/redis.pid" --logfile "$DIR/$p/redis.log"
+# start the 6 nodes; when one of them does not come up (a port taken meanwhile), stop them and try the next
+# run of ports (only when BASE_PORT was not given)
+for attempt in 1 2 3 4 5; do
+  find_base
+  PORTS=()
+  for i in 0 1 2 3 4 5; do PORTS+=($((BASE + i))); done
+  for p in "${PORTS[@]}"; do
+    rm -rf "${DIR:?}/$p"
+    mkdir -p "$DIR/$p"
+    "$SERVER" --port "$p" --bind 127.0.0.1 --daemonize yes --dir "$DIR/$p" \
+      --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout "$TIMEOUT" \
+      --appendonly yes --appendfsync everysec --save '' \
+      --pidfile "$DIR/$p/redis.pid" --logfile "$DIR/$p/redis.log"
+  done
+  up=0
+  for p in "${PORTS[@]}"; do
+    for _ in $(seq 1 200); do
+      "$CLI" -p "$p" ping >/dev/null 2>&1 && { up=$((up + 1)); break; }
+      sleep 0.05
+    done
+  done
+  [ $up = 6 ] && break
+  echo "only $up of 6 nodes on ports $BASE..$((BASE + 5)) came up:" >&2
+  grep -h -i "aborting\|error" "$DIR"/*/redis.log >&2 || true
+  for p in "${PORTS[@]}"; do
+    [ -f "$DIR/$p/redis.pid" ] && kill "$(cat "$DIR/$p/redis.pid")" 2>/dev/null || true
+  done
+  sleep 0.5
+  [ -z "$GIVEN" ] || exit 1
+  [ $attempt -lt 5 ] || { echo "giving up after $attempt attempts" >&2; exit 1; }
+  BASE=$((BASE + 6))
 done
 echo "$BASE" > "$DIR/base_port"
-for p in "${PORTS[@]}"; do
-  for _ in $(seq 1 100); do
-    "$CLI" -p "$p" ping >/dev/null 2>&1 && break
-    sleep 0.05
-  done
-done
 ADDRS=()
 for p in "${PORTS[@]}"; do ADDRS+=("127.0.0.1:$p"); done
 "$CLI" --cluster create "${ADDRS[@]}" --cluster-replicas 1 --cluster-yes >"$DIR/create.log" 2>&1 || {
