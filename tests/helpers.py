@@ -32,7 +32,9 @@ def variant(rng: random.Random, base: str, edits: int = 1) -> str:
 def make_daemon(url: str, **overrides: Any) -> Daemon:
     overrides.setdefault("block_ms", 50)
     settings = load_settings(redis_url=url, **overrides)
-    return Daemon(settings, client=redis.Redis.from_url(url))
+    daemon = Daemon(settings, client=redis.Redis.from_url(url))
+    daemon.processor.warm_up()  # as Daemon.run does: the first batch does not load the compiled kernels
+    return daemon
 
 
 def push(r: redis.Redis, docs: list[dict[str, Any]], prefix: str = "dedupd") -> list[str]:
