@@ -23,7 +23,9 @@ dedupd (one row per ``--consumers`` x ``--verify``)
     - ``after drain - after push``: the naive split; it undercounts the index because the daemons
       index concurrently with the push.
 
-    A per-key-family breakdown (``MEMORY USAGE key SAMPLES 0``) shows where the bytes are.
+    A per-key-family breakdown (``MEMORY USAGE key SAMPLES 0``) shows where the bytes are, and the CPU
+    per document from the push to the drain shows where the time went: the redis-server (``INFO cpu``),
+    the daemons (``/proc/PID/stat``) and the push (its resource usage, start-up included).
 
 datasketch (the streaming equivalent, and its best case)
     ``MinHashLSH(threshold=0.8, num_perm=128, storage_config={'type': 'redis', ...})``, each
@@ -51,6 +53,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import signal
 import statistics
@@ -127,6 +130,21 @@ def load_corpus(name: str, docs: int | None, workdir: Path) -> Corpus:
 
 
 # ----------------------------------------------------------------------------- redis helpers
+def server_cpu(client: redis.Redis) -> float:
+    """CPU seconds the redis-server has used (INFO cpu, user + system, main thread and others)."""
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of a running process, from /proc (0.0 where there is no /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def used_memory(client: redis.Redis) -> int:
     return int(client.info("memory")["used_memory"])
 
@@ -238,6 +256,9 @@ def run_dedupd(corpus: Corpus, server: FreshRedis, dedupd: str, consumers: int, 
             time.sleep(0.05)
         time.sleep(0.2)  # let the daemons settle into their blocking read
         mem_before = used_memory(client)
+        redis_cpu0 = server_cpu(client)
+        daemon_cpu0 = sum(process_cpu(proc.pid) for proc, _ in daemons)
+        children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
 
         push_log = workdir / f"push-{corpus.name}.log"
         t0 = time.perf_counter()
@@ -245,6 +266,8 @@ def run_dedupd(corpus: Corpus, server: FreshRedis, dedupd: str, consumers: int, 
             push = subprocess.run([dedupd, "push", "--format", "jsonl", str(corpus.path)], check=False, env=env,
                                   stdout=fh, stderr=subprocess.STDOUT)
         push_s = time.perf_counter() - t0
+        children1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the push only: the daemons still run
+        push_cpu = (children1.ru_utime + children1.ru_stime) - (children0.ru_utime + children0.ru_stime)
         mem_after_push = used_memory(client)
         if push.returncode != 0:
             raise SetupError(f"dedupd push exited with {push.returncode}:\n{tail(push_log)}")
@@ -261,6 +284,8 @@ def run_dedupd(corpus: Corpus, server: FreshRedis, dedupd: str, consumers: int, 
             time.sleep(POLL_S)
         total_s = time.perf_counter() - t0
         mem_after_drain = used_memory(client)
+        redis_cpu = server_cpu(client) - redis_cpu0
+        daemon_cpu = sum(process_cpu(proc.pid) for proc, _ in daemons) - daemon_cpu0
 
         logs = [logf for _, logf in daemons]
         codes = stop_daemons(daemons, 60)
@@ -287,6 +312,9 @@ def run_dedupd(corpus: Corpus, server: FreshRedis, dedupd: str, consumers: int, 
             "consumers": consumers, "verify": verify, "overrides": overrides,
             "docs": len(corpus), "indexed": indexed, "alerts": alerts, "dead_letters": dict(dead_codes),
             "seconds": total_s, "push_s": push_s,
+            # CPU seconds from the push to the drain, per document: where the time went
+            "cpu_us_per_doc": {"redis": redis_cpu / len(corpus) * 1e6, "daemons": daemon_cpu / len(corpus) * 1e6,
+                               "push": push_cpu / len(corpus) * 1e6},
             "docs_per_s": len(corpus) / total_s, "mb_per_s": corpus.mb / total_s,
             "mem_before": mem_before, "mem_after_push": mem_after_push, "mem_after_drain": mem_after_drain,
             "mem_stopped": mem_stopped, "mem_without_stream": mem_no_stream,
@@ -433,6 +461,10 @@ def bench_corpus(name: str, args: argparse.Namespace, redis_exe: str, dedupd: st
             print(f"  {label} index {r['index_meta'].get('bands', '?')}x{r['index_meta'].get('rows', '?')}, "
                   f"{r['indexed']} indexed, {r['alerts']} alerts, dead letters {r['dead_letters'] or 0}, "
                   f"push alone {r['push_s']:.2f}s, runs {r['runs_seconds']}")
+            cpu = r.get("cpu_us_per_doc")
+            if cpu:
+                print(f"  {label} CPU per document, push to drain: redis-server {cpu['redis']:.0f} us, "
+                      f"daemons {cpu['daemons']:.0f} us, push {cpu['push']:.0f} us")
         else:
             extra = (f", {r['docs_with_candidates']} docs had candidates" if r["docs_with_candidates"] is not None
                      else "")
