@@ -338,3 +338,26 @@ def distinct_low32(hashes, offsets):  # type: ignore[no-untyped-def]
                     at += 1
         out_offsets[d + 1] = at
     return out[:at].copy(), out_offsets
+
+
+@_jit
+def pair_jaccards(flat, offsets, left, right, out):  # type: ignore[no-untyped-def]
+    """Exact Jaccard of sets ``left[p]`` and ``right[p]`` for every p (sorted distinct values, set i is
+    ``flat[offsets[i]:offsets[i+1]]``), by merging the two runs; 0.0 when both are empty."""
+    for p in range(left.shape[0]):
+        i, a_end = offsets[left[p]], offsets[left[p] + 1]
+        j, b_end = offsets[right[p]], offsets[right[p] + 1]
+        size = (a_end - i) + (b_end - j)
+        n = 0
+        while i < a_end and j < b_end:
+            x, y = flat[i], flat[j]
+            if x == y:
+                n += 1
+                i += 1
+                j += 1
+            elif x < y:
+                i += 1
+            else:
+                j += 1
+        union = size - n
+        out[p] = n / union if union > 0 else 0.0

@@ -101,7 +101,6 @@ class Processor:
         """Load the compiled kernels (numba: from the on-disk cache, or compiled on a first run) before
         the first batch, so that the first entries do not wait for them."""
         fps = self.fingerprinter.compute(["warm the kernels up", "wärm them ûp"])
-        self._similarities([(fps[0], fps[1])])
         jaccard_pairs([fps[0].shingles, fps[1].shingles], np.zeros(1, np.int64), np.ones(1, np.int64))
 
     # ----- entry point -----
@@ -218,27 +217,26 @@ class Processor:
         others = self.index.load_records(wanted) if wanted else {}
         alerts: list[tuple[Entry, int, list[tuple[str, float, int]]]] = []
         # every (document, candidate) pair of the batch, verified in one call
-        pairs: list[tuple[int, int, int, str, Fingerprint, str]] = []  # plan index, num, cand, id, fp, entry
+        pairs: list[tuple[int, int, int, str, Fingerprint]] = []  # plan index, num, candidate, its id and fp
         for p, ((e, num, _, ref), cands) in enumerate(zip(plan, found, strict=True)):
             if ref is None or not cands or num not in new_fps:
                 continue
             for c in cands:
                 if c in new_fps:
-                    cid, cfp, cin = new_fps[c]
+                    cid, cfp, _ = new_fps[c]
                 else:
                     rec = others.get(c)
                     if rec is None:
                         continue  # deleted meanwhile
-                    cid, cfp, cin = rec.doc_id, rec.fingerprint, rec.entry_id
-                pairs.append((p, num, c, cid, cfp, cin))
-        sims = self._similarities([(new_fps[num][1], cfp) for _, num, _, _, cfp, _ in pairs])
-        by_plan: dict[int, list[tuple[int, str, float, str]]] = {}
-        for (p, _, c, cid, _, cin), sim in zip(pairs, sims.tolist(), strict=True):
+                    cid, cfp = rec.doc_id, rec.fingerprint
+                pairs.append((p, num, c, cid, cfp))
+        sims = self._similarities([(new_fps[num][1], cfp) for _, num, _, _, cfp in pairs])
+        by_plan: dict[int, list[tuple[str, float, int]]] = {}  # plan index -> matches (id, similarity, num)
+        for (p, _, c, cid, _), sim in zip(pairs, sims.tolist(), strict=True):
             if sim >= self.settings.threshold:
-                by_plan.setdefault(p, []).append((c, cid, sim, cin))
-        for p, hits in by_plan.items():
+                by_plan.setdefault(p, []).append((cid, sim, c))
+        for p, matches in by_plan.items():
             e, num, _, _ = plan[p]
-            matches = [(cid, sim, c) for c, cid, sim, _ in hits]
             matches.sort(key=lambda m: (-m[1], m[0]))
             alerts.append((e, num, matches))
         done = [e for (e, *_), f in zip(plan, found, strict=True) if f is not None]
