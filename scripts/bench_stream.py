@@ -271,17 +271,7 @@ def run_dedupd(corpus: Corpus, server: FreshRedis, dedupd: str, consumers: int, 
         mem_after_push = used_memory(client)
         if push.returncode != 0:
             raise SetupError(f"dedupd push exited with {push.returncode}:\n{tail(push_log)}")
-        wait_deadline = time.monotonic() + timeout
-        while True:
-            state = group_state(client)
-            if state and state["added"] >= len(corpus) and state["lag"] == 0 and state["pending"] == 0:
-                break
-            for proc, logf in daemons:
-                if proc.poll() is not None:
-                    raise SetupError(f"dedupd serve died with {proc.returncode} while processing:\n{tail(logf)}")
-            if time.monotonic() > wait_deadline:
-                raise SetupError(f"not drained {timeout}s after the push started: {state}")
-            time.sleep(POLL_S)
+        quality.wait_drained(client, len(corpus), daemons, timeout, POLL_S)
         total_s = time.perf_counter() - t0
         mem_after_drain = used_memory(client)
         redis_cpu = server_cpu(client) - redis_cpu0

@@ -48,6 +48,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +153,31 @@ def tail(path: Path, n: int = 30) -> str:
 def group_state(client: redis.Redis) -> dict[str, Any] | None:
     """lag, pending, consumers, stream length and entries added, or None if the group does not exist yet."""
     return monitor_group_state(client, Keys())
+
+
+def wait_drained(client: redis.Redis, expected: int, daemons: list[tuple[subprocess.Popen[bytes], Path]],
+                 timeout: float, poll: float, report: Callable[[dict[str, Any] | None], None] | None = None
+                 ) -> None:
+    """Wait until the group has read ``expected`` entries, has lag 0 and nothing pending.
+
+    Raises:
+        SetupError: when a daemon exits meanwhile (with its log's tail), or after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    last_report = time.monotonic()
+    while True:
+        state = group_state(client)
+        if state and state["added"] >= expected and state["lag"] == 0 and state["pending"] == 0:
+            return
+        for proc, logf in daemons:
+            if proc.poll() is not None:
+                raise SetupError(f"dedupd serve died with {proc.returncode} while processing:\n{tail(logf)}")
+        if time.monotonic() > deadline:
+            raise SetupError(f"not drained {timeout}s after the push started: {state}")
+        if report is not None and time.monotonic() - last_report > 15:
+            report(state)
+            last_report = time.monotonic()
+        time.sleep(poll)
 
 
 def read_stream(client: redis.Redis, key: str, page: int = 5000) -> list[tuple[bytes, dict[bytes, bytes]]]:
@@ -297,21 +323,8 @@ def run(args: argparse.Namespace) -> int:
         if push.returncode != 0:
             raise SetupError(f"dedupd push exited with {push.returncode}:\n{tail(push_log)}")
         log(f"pushed in {push_s:.1f}s; waiting for lag 0 and nothing pending")
-        last_report = time.perf_counter()
-        wait_deadline = time.monotonic() + args.timeout
-        while True:
-            state = group_state(client)
-            if state and state["added"] >= n_lines and state["lag"] == 0 and state["pending"] == 0:
-                break
-            for proc, logf in daemons:
-                if proc.poll() is not None:
-                    raise SetupError(f"dedupd serve died with {proc.returncode} while processing:\n{tail(logf)}")
-            if time.monotonic() > wait_deadline:
-                raise SetupError(f"not drained after {args.timeout}s: {state}")
-            if time.perf_counter() - last_report > 15:
-                log(f"  {state}, alerts so far {client.xlen(ALERTS)}")
-                last_report = time.perf_counter()
-            time.sleep(0.1)
+        wait_drained(client, n_lines, daemons, args.timeout, 0.1,
+                     report=lambda state: log(f"  {state}, alerts so far {client.xlen(ALERTS)}"))
         total_s = time.perf_counter() - t_push
         log(f"drained: {state['added']} entries in {total_s:.1f}s from the start of the push "
             f"({len(ids) / total_s:.0f} docs/s, {text_mb / total_s:.2f} MB/s)")
