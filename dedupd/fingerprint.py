@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from dedupd.hashing import U64Array
 from dedupd.minhash import EMPTY, make_hasher
-from dedupd.shingling import Shingler, distinct32, normalize
+from dedupd.shingling import Shingler, distinct32, distinct64, normalize
 from dedupd.spec import IndexSpec
 
 
@@ -29,6 +29,9 @@ class Fingerprint:
     tail: str  # last k-1 units, for appends
     n_units: int
     raw: npt.NDArray[np.uint32]  # before densification (== signature for classic MinHash); stored
+    # sorted distinct 64-bit shingle hashes of a short document (None for a long one): stored instead of
+    # ``raw`` and ``shingles`` when that is smaller (both are recomputed from them)
+    hashes: U64Array | None = None
 
     @property
     def empty(self) -> bool:
@@ -48,7 +51,7 @@ class AppendTo:
 class Fingerprinter:
     """Computes fingerprints and band hashes under one IndexSpec."""
 
-    __slots__ = ("spec", "shingler", "minhasher", "lsh", "keep_shingles")
+    __slots__ = ("spec", "shingler", "minhasher", "lsh", "keep_shingles", "small")
 
     def __init__(self, spec: IndexSpec, keep_shingles: bool = True) -> None:
         self.spec = spec
@@ -56,6 +59,9 @@ class Fingerprinter:
         self.shingler = Shingler(spec.shingle_spec)
         self.minhasher = make_hasher(spec.minhash, spec.num_perm, spec.seed)
         self.lsh = spec.lsh
+        # the most distinct shingles a document can have for its 64-bit hashes (8 bytes each) to take less
+        # room than its raw signature (4 bytes a position) and, when kept, its 32-bit fingerprints
+        self.small = spec.num_perm - 1 if keep_shingles else (4 * spec.num_perm - 1) // 8
 
     def compute(self, requests: Sequence[str | AppendTo]) -> list[Fingerprint]:
         """Fingerprints for a batch: a text (upsert) or an AppendTo each.
@@ -83,6 +89,7 @@ class Fingerprinter:
             fps32, offsets = distinct32(batch.hashes, batch.offsets)
         else:
             fps32, offsets = np.zeros(0, np.uint32), np.zeros(len(requests) + 1, np.int64)
+        h64, h_off, kept = distinct64(batch.hashes, batch.offsets, self.small)
         grows = [not isinstance(req, str) and req.old.n_units >= k for req in requests]
         for i, req in enumerate(requests):
             if grows[i] and batch.n_units[i] > k - 1:
@@ -91,15 +98,21 @@ class Fingerprinter:
         out: list[Fingerprint] = []
         for i, req in enumerate(requests):
             sh = fps32[offsets[i] : offsets[i + 1]]
+            hs = h64[h_off[i] : h_off[i + 1]] if kept[i] else None
             n = int(batch.n_units[i])
             if not grows[i]:
-                out.append(Fingerprint(sh, sigs[i], batch.tails[i], n, raws[i]))
+                out.append(Fingerprint(sh, sigs[i], batch.tails[i], n, raws[i], hs))
             elif n <= k - 1:  # the chunk has no unit: nothing new
                 out.append(req.old)  # type: ignore[union-attr]
             else:
                 old = req.old  # type: ignore[union-attr]
+                if hs is not None and old.hashes is not None:
+                    hs = np.union1d(old.hashes, hs)
+                    hs = hs if hs.shape[0] <= self.small else None
+                else:
+                    hs = None
                 out.append(Fingerprint(np.union1d(old.shingles, sh), sigs[i], batch.tails[i],
-                                       old.n_units + n - (k - 1), raws[i]))
+                                       old.n_units + n - (k - 1), raws[i], hs))
         return out
 
     def band_hashes(self, fps: Sequence[Fingerprint]) -> U64Array:

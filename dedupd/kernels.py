@@ -341,6 +341,40 @@ def distinct_low32(hashes, offsets):  # type: ignore[no-untyped-def]
 
 
 @_jit
+def distinct_small64(hashes, offsets, limit):  # type: ignore[no-untyped-def]
+    """Each document's sorted distinct 64-bit shingle hashes when it has at most ``limit`` of them, as
+    :func:`dedupd.shingling.distinct64`.
+
+    A document with more than ``2 * limit`` hashes (repeats counted) is not sorted at all. Returns the
+    concatenated values, the per-document offsets and whether each document's set was kept.
+    """
+    n_docs = offsets.shape[0] - 1
+    out = np.empty(hashes.shape[0], dtype=np.uint64)
+    out_offsets = np.zeros(n_docs + 1, dtype=np.int64)
+    kept = np.zeros(n_docs, dtype=np.bool_)
+    at = 0
+    for d in range(n_docs):
+        lo, hi = offsets[d], offsets[d + 1]
+        if hi - lo <= 2 * limit:
+            start = at
+            if hi > lo:
+                part = hashes[lo:hi].copy()
+                part.sort()
+                out[at] = part[0]
+                at += 1
+                for i in range(1, part.shape[0]):
+                    if part[i] != part[i - 1]:
+                        out[at] = part[i]
+                        at += 1
+            if at - start > limit:
+                at = start
+            else:
+                kept[d] = True
+        out_offsets[d + 1] = at
+    return out[:at].copy(), out_offsets, kept
+
+
+@_jit
 def pair_jaccards(flat, offsets, left, right, out):  # type: ignore[no-untyped-def]
     """Exact Jaccard of sets ``left[p]`` and ``right[p]`` for every p (sorted distinct values, set i is
     ``flat[offsets[i]:offsets[i+1]]``), by merging the two runs; 0.0 when both are empty."""

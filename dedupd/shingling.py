@@ -380,6 +380,35 @@ def _numpy_distinct32(hashes: U64Array, offsets: npt.NDArray[np.int64]) -> tuple
     return (np.concatenate(uniq) if uniq else low[:0]), out_offsets
 
 
+def distinct64(hashes: U64Array, offsets: npt.NDArray[np.int64], limit: int
+               ) -> tuple[U64Array, npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    """Each document's sorted distinct 64-bit shingle hashes, for the documents that have at most ``limit``.
+
+    What a short document's record stores instead of its signature: the signature and the 32-bit
+    fingerprints are recomputed from them. Returns the concatenated hashes, per-document offsets (a
+    document whose set was not kept has none) and which documents were kept.
+    """
+    from dedupd.kernels import distinct_small64
+
+    return distinct_small64(hashes, offsets.astype(np.int64, copy=False), limit)  # type: ignore[no-any-return]
+
+
+def _numpy_distinct64(hashes: U64Array, offsets: npt.NDArray[np.int64], limit: int
+                      ) -> tuple[U64Array, npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    """The reference for :func:`distinct64`: ``np.unique`` per document."""
+    parts, kept = [], []
+    for i in range(len(offsets) - 1):
+        part = hashes[offsets[i] : offsets[i + 1]]
+        u = np.unique(part) if part.shape[0] <= 2 * limit else part[:0]
+        ok = part.shape[0] <= 2 * limit and u.shape[0] <= limit
+        parts.append(u if ok else part[:0])
+        kept.append(ok)
+    out_offsets = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum([p.shape[0] for p in parts], out=out_offsets[1:])
+    flat = np.concatenate(parts) if parts else hashes[:0]
+    return flat.astype(np.uint64), out_offsets, np.array(kept, dtype=bool)
+
+
 def jaccard(a: npt.NDArray[np.unsignedinteger], b: npt.NDArray[np.unsignedinteger]) -> float:
     """Exact Jaccard similarity of two sorted distinct hash sets (0.0 when both are empty)."""
     if a.size == 0 and b.size == 0:

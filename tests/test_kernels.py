@@ -281,3 +281,20 @@ def test_distinct32_equals_numpy_reference(docs: list[list[int]]) -> None:
     assert got.dtype == np.uint32 and got.tolist() == want.tolist() and got_off.tolist() == want_off.tolist()
     for i, d in enumerate(docs):
         assert got[got_off[i] : got_off[i + 1]].tolist() == sorted({x & 0xFFFFFFFF for x in d})
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 2**64 - 1), max_size=24), max_size=12), st.integers(0, 12))
+def test_distinct64_equals_numpy_reference(docs: list[list[int]], limit: int) -> None:
+    docs = [d + d[:3] for d in docs]  # repeats
+    hashes = np.array([x for d in docs for x in d], dtype=np.uint64)
+    offsets = np.zeros(len(docs) + 1, dtype=np.int64)
+    np.cumsum([len(d) for d in docs], out=offsets[1:])
+    got, got_off, got_kept = shingling.distinct64(hashes, offsets, limit)
+    want, want_off, want_kept = shingling._numpy_distinct64(hashes, offsets, limit)
+    assert got.dtype == np.uint64 and got.tolist() == want.tolist() and got_off.tolist() == want_off.tolist()
+    assert got_kept.tolist() == want_kept.tolist()
+    for i, d in enumerate(docs):
+        kept = len(d) <= 2 * limit and len(set(d)) <= limit
+        assert bool(got_kept[i]) == kept
+        assert got[got_off[i] : got_off[i + 1]].tolist() == (sorted(set(d)) if kept else [])

@@ -1,0 +1,114 @@
+"""Packed document records: short documents store their 64-bit shingle hashes instead of a signature.
+
+A record read back must give the daemon the same fingerprint it computed: raw and densified signature,
+32-bit fingerprints (exact verification), tail and unit count, whichever form was stored; and the short
+form must be the smaller one. Version-1 records (signature form, written by earlier versions) still read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from dedupd.errors import ConfigError
+from dedupd.fingerprint import AppendTo, Fingerprint, Fingerprinter
+from dedupd.record import VERSION, VERSION_HASHES, decode_records, encode_record, record_doc_id
+from dedupd.spec import IndexSpec
+
+WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho".split()
+
+
+def text_of(n_words: int, seed: int) -> str:
+    rng = np.random.default_rng(seed)
+    return " ".join(rng.choice(WORDS, n_words).tolist()) + f" w{seed}"
+
+
+def same(a: Fingerprint, b: Fingerprint, shingles: bool) -> None:
+    assert np.array_equal(a.raw, b.raw)
+    assert np.array_equal(a.signature, b.signature)
+    assert a.tail == b.tail and a.n_units == b.n_units
+    if shingles:
+        assert np.array_equal(a.shingles, b.shingles)
+
+
+@pytest.mark.parametrize("minhash", ["oph", "classic"])
+@pytest.mark.parametrize("exact", [True, False])
+def test_round_trip_short_and_long(minhash: str, exact: bool) -> None:
+    fpr = Fingerprinter(IndexSpec("word:3", 64, 7, 16, 4, minhash), keep_shingles=exact)
+    texts = ["", "one", "two words", text_of(10, 1), text_of(30, 2), text_of(63, 3), text_of(64, 4),
+             text_of(200, 5), "x " * 500]  # the last: 500 shingles, 1 distinct
+    fps = fpr.compute(texts)
+    blobs = [encode_record(f"id{i}", fp, f"{i}-0", "src" if i % 2 else None, exact) for i, fp in enumerate(fps)]
+    got = decode_records(list(range(len(texts))), blobs, fpr)
+    assert {b[0] for b in blobs} == {VERSION, VERSION_HASHES}  # both forms, read back in one call
+    for i, fp in enumerate(fps):
+        rec = got[i]
+        assert rec is not None and rec.doc_id == f"id{i}" and rec.entry_id == f"{i}-0"
+        assert rec.source == ("src" if i % 2 else None)
+        assert record_doc_id(blobs[i]) == f"id{i}"
+        same(rec.fingerprint, fp, exact)
+        hashes = fpr.shingler.batch([texts[i]]).hashes
+        # short: few distinct shingles, and not so many repeats that sorting them would not pay
+        short = np.unique(hashes).shape[0] <= fpr.small and hashes.shape[0] <= 2 * fpr.small
+        assert blobs[i][0] == (VERSION_HASHES if short else VERSION)
+        assert (fp.hashes is not None) == short
+        if short:  # the short form is the smaller one
+            long_form = encode_record(f"id{i}", dataclasses.replace(fp, hashes=None), f"{i}-0",
+                                      "src" if i % 2 else None, exact)
+            assert len(blobs[i]) < len(long_form)
+            assert np.array_equal(rec.fingerprint.hashes, fp.hashes)
+
+
+def test_limit_is_where_the_hashes_stop_being_smaller() -> None:
+    spec = IndexSpec("word:1", 128, 1, 32, 4)
+    assert Fingerprinter(spec, keep_shingles=True).small == 127  # 8n < 4*128 + 4n
+    assert Fingerprinter(spec, keep_shingles=False).small == 63  # 8n < 4*128
+    fpr = Fingerprinter(spec, keep_shingles=True)
+    at, over = fpr.compute([" ".join(f"w{i}" for i in range(127)), " ".join(f"w{i}" for i in range(128))])
+    assert at.hashes is not None and at.hashes.shape == (127,)
+    assert over.hashes is None
+
+
+def test_version_1_records_still_read() -> None:
+    """A record in the signature form (what earlier versions wrote for every document) reads the same."""
+    fpr = Fingerprinter(IndexSpec("word:3", 64, 7, 16, 4), keep_shingles=True)
+    fp = fpr.compute(["a short description of a package"])[0]
+    assert fp.hashes is not None
+    old = encode_record("pkg", dataclasses.replace(fp, hashes=None), "5-0", None, True)
+    assert old[0] == VERSION
+    rec = decode_records([1], [old], fpr)[1]
+    assert rec is not None and rec.fingerprint.hashes is None
+    same(rec.fingerprint, fp, True)
+
+
+def test_mismatched_signature_length_names_rebuild() -> None:
+    fpr = Fingerprinter(IndexSpec("word:3", 64, 7, 16, 4), keep_shingles=True)
+    long_text = text_of(300, 9)
+    blob = encode_record("d", fpr.compute([long_text])[0], "1-0", None, True)
+    other = Fingerprinter(IndexSpec("word:3", 32, 7, 8, 4), keep_shingles=True)
+    with pytest.raises(ConfigError, match="dedupd rebuild"):
+        decode_records([1], [blob], other)
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_append_to_a_decoded_short_record_equals_upsert(exact: bool) -> None:
+    """Appends read the stored record: from the short form, across the limit into the long form."""
+    fpr = Fingerprinter(IndexSpec("word:3", 64, 7, 16, 4), keep_shingles=exact)
+    text = text_of(8, 11)
+    fp = fpr.compute([text])[0]
+    forms = []
+    for chunk in [text_of(5, 12), text_of(40, 13), text_of(80, 14), "tail words"]:
+        blob = encode_record("d", fp, "1-0", None, exact)
+        forms.append(blob[0])
+        stored = decode_records([1], [blob], fpr)[1]
+        assert stored is not None
+        fp = fpr.compute([AppendTo(stored.fingerprint, chunk)])[0]
+        text = text + "\n" + chunk
+        full = fpr.compute([text])[0]
+        same(fp, full, exact)
+        assert (fp.hashes is None) == (full.hashes is None)
+        if fp.hashes is not None:
+            assert np.array_equal(fp.hashes, full.hashes)
+    assert forms[0] == VERSION_HASHES and forms[-1] == VERSION
