@@ -17,7 +17,7 @@ from dedupd.fingerprint import AppendTo, Fingerprint, Fingerprinter
 from dedupd.record import VERSION, VERSION_HASHES, decode_records, encode_record, record_doc_id
 from dedupd.spec import IndexSpec
 
-WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho".split()
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu", "nu", "xi", "omicron", "pi", "rho"]
 
 
 def text_of(n_words: int, seed: int) -> str:
