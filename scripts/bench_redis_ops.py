@@ -9,13 +9,20 @@ fresh ``redis-server``, before and after) for the ways a join can be sent:
 - ``lua-hsetnx``: dedupd's layout and way: one script call per batch, one ``HSETNX`` per join on
   listpack-encoded bucket hashes (25 x 4,096 keys, ~15 fields each, as after 63k documents);
 - ``pipelined-hsetnx``: the same joins as native commands in one pipeline (no script);
+- ``multi-hsetnx``: the same, wrapped in ``MULTI``/``EXEC`` (atomic like a script, but no branching);
 - ``lua-loop-only``: the script's own loop without the ``redis.call`` (what Lua costs by itself);
 - ``bitfield-set``: a fixed table per band written with ``BITFIELD ... SET u32 #slot id``, 256 joins per
   command (the cheapest bulk write Redis has; it cannot hold more than one id per slot, so it is an
   unreachable lower bound for a real bucket store, not a design).
 
-Prints microseconds of server CPU per join and the documents-per-second ceiling that implies for
-``--bands`` joins per document, with Redis doing nothing else.
+Each way first runs one unmeasured warm-up batch, then is measured; the ways are measured ``--rounds``
+times, interleaved (the first round's script figure is often higher: compare rounds, not single figures). Prints microseconds of server
+CPU per join and the documents-per-second ceiling that implies for ``--bands`` joins per document, with
+Redis doing nothing else.
+
+dedupd's real script does more per join than ``lua-hsetnx`` (it decodes the op, reads and extends the buckets
+that exist, checks records): replayed from a Debian run it costs ~2.3-2.6 us of server CPU per join in all,
+of which ~1.0 us is the ``HSETNX`` itself (``INFO commandstats``).
 
 Usage:
     .venv/bin/python scripts/bench_redis_ops.py [--joins 128000] [--bands 25]
@@ -62,17 +69,21 @@ def server_cpu(client: redis.Redis) -> float:
 
 
 def measure(client: redis.Redis, joins: int, run: Callable[[int], None]) -> float:
-    """Server CPU microseconds per join for ``joins`` joins sent by ``run(batch_index)``."""
+    """Server CPU microseconds per join for ``joins`` joins sent by ``run(batch_index)``, after one
+    unmeasured warm-up batch."""
+    batches = joins // BATCH
+    run(batches)  # warm-up: a batch beyond the measured ones
     before = server_cpu(client)
-    for b in range(joins // BATCH):
+    for b in range(batches):
         run(b)
-    return (server_cpu(client) - before) / (joins // BATCH * BATCH) * 1e6
+    return (server_cpu(client) - before) / (batches * BATCH) * 1e6
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--joins", type=int, default=128_000, help="bucket joins per way (multiple of 6,400)")
     ap.add_argument("--bands", type=int, default=25, help="bands per document for the ceiling")
+    ap.add_argument("--rounds", type=int, default=2, help="measure every way this many times, interleaved")
     ap.add_argument("--redis-server", default=shutil.which("redis-server"), help="redis-server binary")
     args = ap.parse_args()
     if not args.redis_server:
@@ -94,8 +105,8 @@ def main() -> int:
                     pipe.execute()
             pipe.execute()
             script = client.register_script(LUA)
-            keys = rng.integers(0, n_keys, args.joins)
-            fields = rng.integers(0, 2**32, args.joins, dtype=np.uint64).astype("<u4")
+            keys = rng.integers(0, n_keys, args.joins + BATCH)  # one more batch: the warm-up
+            fields = rng.integers(0, 2**32, args.joins + BATCH, dtype=np.uint64).astype("<u4")
 
             def lua(call_it: str) -> Callable[[int], None]:
                 def run(b: int) -> None:
@@ -106,12 +117,14 @@ def main() -> int:
                                  call_it])
                 return run
 
-            def pipelined(b: int) -> None:
-                p = client.pipeline(transaction=False)
-                for k, f in zip(keys[b * BATCH : (b + 1) * BATCH].tolist(),
-                                fields[b * BATCH : (b + 1) * BATCH].tolist(), strict=True):
-                    p.hsetnx(names[k], struct.pack("<I", f), b"abcd")
-                p.execute()
+            def native(transaction: bool) -> Callable[[int], None]:
+                def run(b: int) -> None:
+                    p = client.pipeline(transaction=transaction)
+                    for k, f in zip(keys[b * BATCH : (b + 1) * BATCH].tolist(),
+                                    fields[b * BATCH : (b + 1) * BATCH].tolist(), strict=True):
+                        p.hsetnx(names[k], struct.pack("<I", f), b"abcd")
+                    p.execute()
+                return run
 
             table_slots = 1 << 18
             for band in range(25):
@@ -127,15 +140,16 @@ def main() -> int:
                     p.execute_command("BITFIELD", f"table:{(start // 256) % 25}", *ops)
                 p.execute()
 
-            ways = [("lua-hsetnx", lua("1")), ("pipelined-hsetnx", pipelined), ("lua-loop-only", lua("0")),
-                    ("bitfield-set", bitfield)]
+            ways = [("lua-hsetnx", lua("1")), ("pipelined-hsetnx", native(False)), ("multi-hsetnx", native(True)),
+                    ("lua-loop-only", lua("0")), ("bitfield-set", bitfield)]
             print(f"redis-server {client.info('server')['redis_version']}, {args.joins} joins per way, "
                   f"{BATCH} per call")
-            for name, run in ways:
-                us = measure(client, args.joins, run)
-                ceiling = 1e6 / (us * args.bands) if us > 0 else float("inf")
-                print(f"  {name:18s} {us:6.2f} us of server CPU per join -> at most {ceiling:9,.0f} docs/s "
-                      f"with {args.bands} bands and nothing else")
+            for r in range(args.rounds):
+                for name, run in ways:
+                    us = measure(client, args.joins, run)
+                    ceiling = 1e6 / (us * args.bands) if us > 0 else float("inf")
+                    print(f"  round {r + 1}  {name:18s} {us:6.2f} us of server CPU per join -> at most "
+                          f"{ceiling:9,.0f} docs/s with {args.bands} bands and nothing else")
         finally:
             proc.terminate()
             proc.wait()
