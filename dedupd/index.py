@@ -1,12 +1,13 @@
-"""The LSH index in Redis: stored spec, id mapping, document records and per-band sets of integer ids.
+"""The LSH index in Redis: stored spec, id mapping, document records and per-band buckets of integer ids.
 
-Layout (see keys.py): ``meta`` holds the spec and generation; each document has a record hash
-``doc:<n>`` (id, signature as packed uint32, shingle set as packed uint64 when verification is exact,
-tail and unit count for appends, last input entry id, source); each band bucket is a set of integer ids
-``b:<gen>:<band>:<hash>`` (an intset). A batch is inserted and queried in one pipelined exchange:
-for each document, in order, SADD then SMEMBERS on each of its band keys, so a document sees every
-document inserted before it, including earlier ones of the same batch and ones a concurrent consumer
-inserted a moment before.
+Layout (see keys.py): ``meta`` holds the spec and generation; each document has a record ``doc:<gen>:<n>``,
+one packed string (record.py: id, tail, unit count, last input entry id, source, and the raw signature with
+the 32-bit shingle fingerprints, or a short document's 64-bit shingle hashes); each band bucket is a field
+of a small Redis hash ``b:<gen>:{<band>.<shard mod 16>}:<shard>`` (the shard: the band hash's top bits; the field:
+its low 32 bits) whose value is the packed uint32 ids of the documents in it. A batch is inserted and queried
+in one script call (lua.BUCKETS): for each document, in order, its record is checked and written and it joins
+each of its buckets, reading who is there, so a document sees every document inserted before it, including
+earlier ones of the same batch and ones a concurrent consumer inserted a moment before.
 """
 
 from __future__ import annotations
