@@ -63,3 +63,35 @@ def test_help() -> None:
     assert proc.returncode == 0
     for flag in ("--corpus", "--docs", "--peer-docs", "--consumers", "--repeat", "--quick", "--verify", "--env"):
         assert flag in proc.stdout
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
+@pytest.mark.timeout(120)
+def test_replay_buckets_reproduces_the_recorded_run(tmp_path: Path) -> None:
+    """scripts/replay_buckets.py: the recorded calls replayed on a fresh server give the same replies (the
+    duplicates found), and the figures are per document."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import redis
+        import replay_buckets
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    corpus = _corpus(tmp_path / "small.jsonl", n=120)
+    exe = shutil.which("redis-server")
+    assert exe is not None
+    calls = replay_buckets.record_calls(exe, corpus, tmp_path / "record")
+    assert sum(args[0].count(b"d") for _, args in calls) == 120  # every document, in order
+    got = replay_buckets.replay(exe, calls, replay_buckets.lua.BUCKETS, tmp_path / "replay")
+    assert got["docs"] == 120 and got["server_cpu"] > 0 and got["hsetnx"] > 0
+    # the replies: each repeated document (every tenth) finds the one before it
+    (tmp_path / "check").mkdir()
+    proc, port = replay_buckets.quality.start_redis(exe, tmp_path / "check")
+    try:
+        client = redis.Redis(port=port)
+        script = client.register_script(replay_buckets.lua.BUCKETS)
+        found = [reply for keys, args in calls for reply in script(keys=keys, args=args)]
+    finally:
+        proc.terminate()
+        proc.wait()
+    hits = [i for i, packed in enumerate(found) if packed]
+    assert hits == list(range(9, 120, 10))
