@@ -115,7 +115,6 @@ local ops, kidx, fields, ids, ckidx = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5
 local blob, ends = ARGV[6], ARGV[7]
 local unpack4, sub, byte, call, sfind = struct.unpack, string.sub, string.byte, redis.call, string.find
 local named = ends ~= ''
-local names = {}
 local function find(v, id)
   local from = 1
   while true do
@@ -128,25 +127,24 @@ end
 -- op codes as bytes: a 97, j 106, r 114, d 100, c 99, x 120, k 107
 local out, acc, n_acc = {}, {}, 0
 local j, c, skip = 0, 0, false
+local id
 for i = 1, #ops do
   local op = byte(ops, i)
   if op == 97 or op == 106 or op == 114 then
     local at4 = 4 * j
     j = j + 1
     if not skip then
-      local k = unpack4('<I4', kidx, at4 + 1)
+      local b1, b2, b3, b4 = byte(kidx, at4 + 1, at4 + 4)  -- the key's index (uint32 LE)
+      local k = b1 + 256 * b2 + 65536 * b3 + 16777216 * b4
       local key
-      if named then
-        key = names[k]
-        if not key then
-          local a, b = unpack4('<I4I4', ends, 4 * k - 3)
-          key = sub(blob, a + 1, b)
-          names[k] = key
-        end
+      if named then  -- a name is mostly used once per batch: no cache
+        local a, b = unpack4('<I4I4', ends, 4 * k - 3)
+        key = sub(blob, a + 1, b)
       else
         key = KEYS[k]
       end
-      local field, id = sub(fields, at4 + 1, at4 + 4), sub(ids, at4 + 1, at4 + 4)
+      local field = sub(fields, at4 + 1, at4 + 4)
+      if not id then id = sub(ids, at4 + 1, at4 + 4) end  -- one document's ops share its id
       if op ~= 114 then
         if call('HSETNX', key, field, id) == 0 then  -- the bucket exists: read it, join it
           local v = call('HGET', key, field)
@@ -174,6 +172,7 @@ for i = 1, #ops do
     if skip then out[#out + 1] = '!' else out[#out + 1] = table.concat(acc) end
     if n_acc > 0 then acc, n_acc = {}, 0 end
     skip = false
+    id = nil
   else
     local key = KEYS[unpack4('<I4', ckidx, 4 * c + 1)]
     local expected, record = ARGV[8 + 2 * c], ARGV[9 + 2 * c]
