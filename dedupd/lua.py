@@ -31,17 +31,24 @@ return 0
 """
 
 # KEYS: stream, seen (a sorted set in the stream's slot).
-# ARGV: marker, now_ms, maxlen, ttl_ms, field, value, ...
-# Appends the entry once per marker (a redelivered input entry emits nothing new); old markers expire.
-EMIT_ONCE = """
-if redis.call('ZADD', KEYS[2], 'NX', ARGV[2], ARGV[1]) == 0 then
-  return 0
+# ARGV: now_ms, maxlen, ttl_ms, then per entry: its marker, its field count n, and n field/value pairs.
+# Appends each entry once per marker (a redelivered input entry emits nothing new), in order; old markers
+# expire. One call per batch and stream. Returns how many entries were appended.
+EMIT_MANY = """
+local now, maxlen = ARGV[1], ARGV[2]
+local i, n = 4, 0
+while i <= #ARGV do
+  local count = tonumber(ARGV[i + 1])
+  if redis.call('ZADD', KEYS[2], 'NX', now, ARGV[i]) == 1 then
+    local args = {'XADD', KEYS[1], 'MAXLEN', '~', maxlen, '*'}
+    for j = i + 2, i + 1 + 2 * count do args[#args + 1] = ARGV[j] end
+    redis.call(unpack(args))
+    n = n + 1
+  end
+  i = i + 2 + 2 * count
 end
-local args = {'XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], '*'}
-for i = 5, #ARGV do args[#args + 1] = ARGV[i] end
-redis.call(unpack(args))
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', tonumber(ARGV[2]) - tonumber(ARGV[4]))
-return 1
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', tonumber(now) - tonumber(ARGV[3]))
+return n
 """
 
 # KEYS: parent.  ARGV: groups "n k m1 .. mk": union n with each m; returns per group the root's integer

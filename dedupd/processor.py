@@ -1,9 +1,9 @@
 """One batch of input entries: validate, fingerprint, index, verify, alert, basket, dead-letter.
 
 Every write is idempotent or guarded, so a redelivered entry changes nothing and emits nothing new:
-band SADD/SREM are idempotent, a record remembers the input entry that last changed it (an older or
-the same entry does not change it again), and alerts, baskets and dead letters are emitted once per
-input entry id (``lua.EMIT_ONCE``). The caller acknowledges the returned entry ids only after
+bucket joins and leaves are idempotent, a record remembers the input entry that last changed it (an older
+or the same entry does not change it again), and alerts, baskets and dead letters are emitted once per
+input entry id (``lua.EMIT_MANY``, one call per batch and stream). The caller acknowledges the returned entry ids only after
 :meth:`Processor.process` returns, i.e. after all writes.
 """
 
@@ -94,7 +94,7 @@ class Processor:
         self.shadow = shadow  # index writes only (the next generation during a rebuild): no outputs
         self.keys: Keys = index.keys
         self.fingerprinter = index.fingerprinter
-        self._emit = client.register_script(lua.EMIT_ONCE)
+        self._emit = client.register_script(lua.EMIT_MANY)
         self._union = client.register_script(lua.UNION_FIND)
 
     def warm_up(self) -> None:
@@ -129,15 +129,16 @@ class Processor:
 
     def dead_letter(self, dead: Sequence[tuple[RawEntry, str, str]]) -> None:
         """Write dead letters (original fields + error + detail), once per input entry."""
-        now = int(time.time() * 1000)
         pipe = ScriptPipeline(self.client)
+        entries: list[tuple[str, list[Any]]] = []
         for (entry_id, fields), code, detail in dead:
-            args: list[Any] = [entry_id, now, self.settings.dead_retention, self.settings.seen_ttl_s * 1000]
+            pairs: list[Any] = []
             for k, v in fields.items():
                 if k not in (b"error", b"detail", b"input"):
-                    args += [k, v]
-            args += ["error", code, "detail", detail, "input", entry_id]
-            pipe.script(self._emit, [self.keys.dead, self.keys.seen(self.keys.dead)], args)
+                    pairs += [k, v]
+            pairs += ["error", code, "detail", detail, "input", entry_id]
+            entries.append((entry_id, pairs))
+        self._emit_many(pipe, self.keys.dead, self.settings.dead_retention, entries)
         pipe.pipe.hincrby(self.keys.counters, "dead", len(dead))
         pipe.execute()
         for (entry_id, _), code, detail in dead:
@@ -296,6 +297,16 @@ class Processor:
                 known[n] = record_doc_id(blob) if blob else f"#{n}"
         return [known[n] for n in roots]
 
+    def _emit_many(self, pipe: ScriptPipeline, stream: str, retention: int,
+                   entries: Sequence[tuple[str, list[Any]]]) -> None:
+        """Queue one call appending each (input entry id, field/value list) to ``stream`` once per entry id."""
+        if not entries:
+            return
+        args: list[Any] = [int(time.time() * 1000), retention, self.settings.seen_ttl_s * 1000]
+        for marker, pairs in entries:
+            args += [marker, len(pairs) // 2, *pairs]
+        pipe.script(self._emit, [stream, self.keys.seen(stream)], args)
+
     def _emit_outputs(self, entries: Sequence[Entry], alerts: list[tuple[Entry, int, list[tuple[str, float, int]]]],
                       result: BatchResult) -> None:
         roots: list[str] = []
@@ -308,23 +319,20 @@ class Processor:
                 names.update((m[2], m[0]) for m in matches)
             root_nums = [int(x) for x in self._union(keys=[self.keys.uf_parent], args=args)]
             roots = self._cluster_names(root_nums, names)
-        now = int(time.time() * 1000)
-        ttl = self.settings.seen_ttl_s * 1000
         pipe = ScriptPipeline(self.client)
+        out: list[tuple[str, list[Any]]] = []
         for (e, _, matches), root in zip(alerts, roots, strict=True):
             alert = Alert(e.doc_id, tuple((m[0], m[1]) for m in matches), root, e.entry_id,
                           self.settings.verify, e.source, e.meta)
             result.alerts.append(alert)
-            args = [e.entry_id, now, self.settings.alerts_retention, ttl]
-            for k, v in alert.fields().items():
-                args += [k, v]
-            pipe.script(self._emit, [self.keys.alerts, self.keys.seen(self.keys.alerts)], args)
+            out.append((e.entry_id, [x for kv in alert.fields().items() for x in kv]))
+        self._emit_many(pipe, self.keys.alerts, self.settings.alerts_retention, out)
+        out = []
         for e in entries:
             basket = self._basket(e)
             if basket is not None:
-                args = [e.entry_id, now, self.settings.basket_retention, ttl,
-                        "id", e.doc_id, "items", json.dumps(basket, ensure_ascii=False)]
-                pipe.script(self._emit, [self.keys.baskets, self.keys.seen(self.keys.baskets)], args)
+                out.append((e.entry_id, ["id", e.doc_id, "items", json.dumps(basket, ensure_ascii=False)]))
+        self._emit_many(pipe, self.keys.baskets, self.settings.basket_retention, out)
         pipe.pipe.hincrby(self.keys.counters, "processed", len(entries))
         if alerts:
             pipe.pipe.hincrby(self.keys.counters, "alerts", len(alerts))

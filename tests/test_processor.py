@@ -191,6 +191,24 @@ def test_baskets(r: redis.Redis, redis_url: str) -> None:
     assert got == [(b"a", ["Beer", "Bread"]), (b"b", ["milk", "now"])]
 
 
+def test_overlapping_redelivery_emits_each_entry_once_in_order(r: redis.Redis, redis_url: str) -> None:
+    """Outputs go out in one script call per batch and stream; an entry seen before is skipped inside it,
+    the new ones around it still go out, in input order."""
+    rng = random.Random(12)
+    base = text(rng, 200)
+    docs = [{"id": f"d{i}", "text": variant(rng, base)} for i in range(6)] + [{"text": "no id"}]
+    push(r, docs)
+    daemon = make_daemon(redis_url, baskets="words")
+    batch, _ = daemon._next_batch()
+    assert len(batch) == 7
+    daemon.processor.process(batch[:4])
+    daemon.processor.process(batch[2:])  # d2, d3 again (a redelivery), then the rest
+    daemon.processor.process(batch)  # everything again
+    assert [f[b"id"] for _, f in r.xrange(Keys().baskets)] == [f"d{i}".encode() for i in range(6)]
+    assert [a["id"] for a in alerts(r)] == [f"d{i}" for i in range(1, 6)]
+    assert [f[b"input"].decode() for _, f in r.xrange(Keys().dead)] == [batch[6][0]]
+
+
 def bucket_members(r: redis.Redis) -> dict[int, int]:
     """How many buckets hold each integer id (decoded from every bucket hash)."""
     import numpy as np
