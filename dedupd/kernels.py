@@ -314,6 +314,20 @@ def classic_signatures(hashes, offsets, a, b):  # type: ignore[no-untyped-def]
 
 
 @_jit
+def _sorted_distinct_into(part, out, at):  # type: ignore[no-untyped-def]
+    """Sort ``part`` (non-empty) in place and write its distinct values to ``out`` from ``at``; returns the
+    new end."""
+    part.sort()
+    out[at] = part[0]
+    at += 1
+    for i in range(1, part.shape[0]):
+        if part[i] != part[i - 1]:
+            out[at] = part[i]
+            at += 1
+    return at
+
+
+@_jit
 def distinct_low32(hashes, offsets):  # type: ignore[no-untyped-def]
     """Each document's sorted distinct low 32 bits of its shingle hashes, as :func:`dedupd.shingling.distinct32`.
 
@@ -329,13 +343,7 @@ def distinct_low32(hashes, offsets):  # type: ignore[no-untyped-def]
             part = np.empty(hi - lo, dtype=np.uint32)
             for i in range(lo, hi):
                 part[i - lo] = np.uint32(hashes[i] & _M32)
-            part.sort()
-            out[at] = part[0]
-            at += 1
-            for i in range(1, part.shape[0]):
-                if part[i] != part[i - 1]:
-                    out[at] = part[i]
-                    at += 1
+            at = _sorted_distinct_into(part, out, at)
         out_offsets[d + 1] = at
     return out[:at].copy(), out_offsets
 
@@ -358,14 +366,7 @@ def distinct_small64(hashes, offsets, limit):  # type: ignore[no-untyped-def]
         if hi - lo <= 2 * limit:
             start = at
             if hi > lo:
-                part = hashes[lo:hi].copy()
-                part.sort()
-                out[at] = part[0]
-                at += 1
-                for i in range(1, part.shape[0]):
-                    if part[i] != part[i - 1]:
-                        out[at] = part[i]
-                        at += 1
+                at = _sorted_distinct_into(hashes[lo:hi].copy(), out, at)
             if at - start > limit:
                 at = start
             else:
