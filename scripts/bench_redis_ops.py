@@ -42,7 +42,7 @@ import numpy as np
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quality import start_redis  # noqa: E402
+from quality import server_cpu, start_redis  # noqa: E402
 
 BATCH = 6400  # joins per script call / pipeline: 256 documents x 25 bands, as the daemon sends
 
@@ -61,11 +61,6 @@ for j = 1, #fields / 4 do
 end
 return n
 """
-
-
-def server_cpu(client: redis.Redis) -> float:
-    info = client.info("cpu")
-    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 def measure(client: redis.Redis, joins: int, run: Callable[[int], None]) -> float:

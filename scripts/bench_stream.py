@@ -76,7 +76,7 @@ for _p in (str(SCRIPTS), str(REPO)):
 import corpora
 import quality
 from bench_signatures import python_shingles
-from quality import SetupError, group_state, start_redis, tail
+from quality import SetupError, group_state, server_cpu, start_redis, tail
 
 STREAM, ALERTS, DEAD, GROUP = quality.STREAM, quality.ALERTS, quality.DEAD, quality.GROUP
 THRESHOLD, NUM_PERM = 0.8, 128
@@ -130,12 +130,6 @@ def load_corpus(name: str, docs: int | None, workdir: Path) -> Corpus:
 
 
 # ----------------------------------------------------------------------------- redis helpers
-def server_cpu(client: redis.Redis) -> float:
-    """CPU seconds the redis-server has used (INFO cpu, user + system, main thread and others)."""
-    info = client.info("cpu")
-    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
-
-
 def process_cpu(pid: int) -> float:
     """CPU seconds (user + system) of a running process, from /proc (0.0 where there is no /proc)."""
     try:

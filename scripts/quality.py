@@ -132,6 +132,12 @@ def connect_existing(url: str, cluster: bool) -> Any:
     return client
 
 
+def server_cpu(client: redis.Redis) -> float:
+    """CPU seconds the redis-server has used (INFO cpu, user + system, main thread and others)."""
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
 def used_memory(client: Any) -> int:
     """INFO used_memory, summed over the primaries of a cluster."""
     import redis.cluster

@@ -46,11 +46,6 @@ from dedupd import index as index_module  # noqa: E402
 from dedupd import lua  # noqa: E402
 
 
-def server_cpu(client: redis.Redis) -> float:
-    info = client.info("cpu")
-    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
-
-
 def record_calls(redis_server: str, corpus: Path, workdir: Path) -> list[tuple[list[Any], list[Any]]]:
     """Push the corpus and drain it with the daemon's processing, keeping every BUCKETS call."""
     from dedupd.daemon import Daemon
@@ -97,10 +92,10 @@ def replay(redis_server: str, calls: list[tuple[list[Any], list[Any]]], script_t
         client = redis.Redis(port=port)
         script = client.register_script(script_text)
         client.config_resetstat()
-        before = server_cpu(client)
+        before = quality.server_cpu(client)
         for keys, args in calls:
             script(keys=keys, args=args)
-        cpu = server_cpu(client) - before
+        cpu = quality.server_cpu(client) - before
         stats = client.info("commandstats")
     finally:
         proc.terminate()
