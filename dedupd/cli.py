@@ -360,7 +360,7 @@ def rebuild(source: Path | None, allow_missing: bool, abort: bool, wait_s: float
 
     settings = settings_from(**opts)
     client = connect(settings)
-    target = IndexSpec.from_settings(settings)
+    target = settings.index_spec()
     bar: dict[str, Any] = {}
 
     def progress(phase: str, done: int, total: int | None) -> None:

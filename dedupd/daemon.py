@@ -102,7 +102,7 @@ class Daemon:
         self.keys = Keys(settings.prefix)
         self.consumer = settings.consumer_name()
         self.client = client if client is not None else connect(settings, retry_for_s=60)
-        spec = IndexSpec.from_settings(settings)
+        spec = settings.index_spec()
         self.index = Index.open(self.client, self.keys, spec, store_shingles=settings.verify == "exact")
         self.processor = Processor(self.client, settings, self.index)
         self.shadow: Processor | None = None  # the next generation's, while a rebuild builds it

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,35 +17,10 @@ from pydantic_settings import (
 )
 
 from dedupd.errors import ConfigError
-from dedupd.lsh import DEFAULT_FN_WEIGHT, DEFAULT_FP_WEIGHT
+from dedupd.lsh import DEFAULT_FN_WEIGHT, DEFAULT_FP_WEIGHT, LSHParams
+from dedupd.spec import IndexSpec, ShingleSpec, shard_bits_for
 
-SHINGLE_RE = re.compile(r"^(word|char):([1-9][0-9]?)$")
 PREFIX_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
-
-
-@dataclass(frozen=True, slots=True)
-class ShingleSpec:
-    """How documents are cut into shingles: ``word:K`` or ``char:K``."""
-
-    unit: Literal["word", "char"]
-    k: int
-
-    @classmethod
-    def parse(cls, text: str) -> ShingleSpec:
-        """Parse ``word:3`` / ``char:5``.
-
-        Raises:
-            ConfigError: when the text is not of that form.
-        """
-        m = SHINGLE_RE.match(text.strip())
-        if not m:
-            raise ConfigError(
-                f"shingle must look like 'word:3' or 'char:5' (unit word|char, k from 1 to 99); got {text!r}"
-            )
-        return cls(m.group(1), int(m.group(2)))  # type: ignore[arg-type]
-
-    def __str__(self) -> str:
-        return f"{self.unit}:{self.k}"
 
 
 def default_data_dir() -> Path:
@@ -170,6 +144,15 @@ class Settings(BaseSettings):
     @property
     def shingle_spec(self) -> ShingleSpec:
         return ShingleSpec.parse(self.shingle)
+
+    def index_spec(self) -> IndexSpec:
+        """The index spec these settings ask for (bands x rows chosen from the threshold unless given)."""
+        if self.bands is not None and self.rows is not None:
+            lsh = LSHParams(self.bands, self.rows)
+        else:
+            lsh = LSHParams.choose(self.threshold, self.num_perm, self.fp_weight, self.fn_weight)
+        return IndexSpec(self.shingle, self.num_perm, self.seed, lsh.bands, lsh.rows, self.minhash,
+                         shard_bits_for(self.capacity), threshold=self.threshold, verify=self.verify)
 
     def consumer_name(self) -> str:
         """The configured consumer name, or a unique one for this process."""

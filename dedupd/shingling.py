@@ -36,7 +36,7 @@ import numpy.typing as npt
 import xxhash
 
 from dedupd.hashing import POSITION_MULTIPLIERS, U64, U64Array, fmix64
-from dedupd.settings import ShingleSpec
+from dedupd.spec import ShingleSpec
 
 _WS_RE = re.compile(r"\s+")
 _WHOLE_TEXT_SALT = U64(0x9E3779B97F4A7C15)

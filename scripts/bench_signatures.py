@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dedupd.minhash import MinHasher, OnePermHasher, estimate  # noqa: E402
-from dedupd.settings import ShingleSpec  # noqa: E402
+from dedupd.spec import ShingleSpec  # noqa: E402
 from dedupd.shingling import Shingler  # noqa: E402
 
 WORD = re.compile(r"\w+")

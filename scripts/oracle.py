@@ -46,7 +46,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from dedupd.settings import ShingleSpec  # noqa: E402
+from dedupd.spec import ShingleSpec  # noqa: E402
 from dedupd.shingling import Shingler  # noqa: E402
 
 U64Array = npt.NDArray[np.uint64]

@@ -227,7 +227,7 @@ class Soak:
         good = [d for d in docs if not d["id"].startswith("bad")]
         last_entry = {doc: entry for entry, doc in self.inputs.items()}
         settings = load_settings(redis_url=self.url)
-        index = Index.open(client, self.keys, IndexSpec.from_settings(settings), settings.verify == "exact")
+        index = Index.open(client, self.keys, settings.index_spec(), settings.verify == "exact")
         lost = 0
         ids = [d["id"] for d in good]
         for start in range(0, len(ids), 5000):

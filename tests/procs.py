@@ -103,7 +103,7 @@ def check_indexed_once(r: redis.Redis, url: str, inputs: dict[str, str], prefix:
     assert int(r.get(keys.id_seq) or 0) == len(last_entry)  # no id was assigned twice
     settings = load_settings(redis_url=url, prefix=prefix)
     client = redis.Redis.from_url(url)
-    index = Index.open(client, keys, IndexSpec.from_settings(settings), store_shingles=settings.verify == "exact")
+    index = Index.open(client, keys, settings.index_spec(), store_shingles=settings.verify == "exact")
     docs = list(last_entry)
     nums = index.resolve_ids([(d, False) for d in docs])
     assert all(n > 0 for n in nums)

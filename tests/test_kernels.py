@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from dedupd import kernels, shingling
 from dedupd.minhash import EMPTY, MERSENNE61, MinHasher, OnePermHasher
-from dedupd.settings import ShingleSpec
+from dedupd.spec import ShingleSpec
 from dedupd.shingling import Shingler, _numpy_distinct32, distinct32
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dedupd.settings import ShingleSpec
+from dedupd.spec import ShingleSpec
 from dedupd.shingling import Shingler, jaccard, normalize
 
 
