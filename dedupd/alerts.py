@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from dedupd.keys import Keys
+
+if TYPE_CHECKING:
+    from dedupd.connection import RedisClient
+
+# stream entries as a client that returns bytes reads them (redis-py's types also allow str and None)
+_Entries = list[tuple[bytes, dict[bytes, bytes]]]
 
 
 def decode_alert(entry_id: bytes | str, fields: dict[bytes, bytes]) -> dict[str, Any]:
@@ -19,10 +26,8 @@ def decode_alert(entry_id: bytes | str, fields: dict[bytes, bytes]) -> dict[str,
     if "similarity" in out:
         out["similarity"] = float(out["similarity"])
     if "meta" in out:
-        try:
+        with contextlib.suppress(ValueError):
             out["meta"] = json.loads(out["meta"])
-        except ValueError:
-            pass
     return out
 
 
@@ -31,17 +36,21 @@ def render(alert: dict[str, Any]) -> str:
     more = len(alert.get("matches", [])) - 1
     extra = f" (+{more} more)" if more > 0 else ""
     src = f" [{alert['source']}]" if alert.get("source") else ""
-    return (f"{alert['id']}{src} ~ {alert['duplicate_of']}  similarity {alert['similarity']:.3f} "
-            f"({alert.get('verify', '?')}){extra}  cluster {alert.get('cluster', '?')}")
+    return (
+        f"{alert['id']}{src} ~ {alert['duplicate_of']}  similarity {alert['similarity']:.3f} "
+        f"({alert.get('verify', '?')}){extra}  cluster {alert.get('cluster', '?')}"
+    )
 
 
-def read_alerts(client: Any, keys: Keys, start: str = "-", count: int | None = None) -> Iterator[dict[str, Any]]:
+def read_alerts(
+    client: RedisClient, keys: Keys, start: str = "-", count: int | None = None
+) -> Iterator[dict[str, Any]]:
     """Alerts from ``start`` (inclusive) on, in pages."""
     remaining = count
     cursor = start
     while remaining is None or remaining > 0:
         page = 1000 if remaining is None else min(1000, remaining)
-        entries = client.xrange(keys.alerts, min=cursor, count=page)
+        entries = cast(_Entries, client.xrange(keys.alerts, min=cursor, count=page))
         if not entries:
             return
         for entry_id, fields in entries:
@@ -54,10 +63,14 @@ def read_alerts(client: Any, keys: Keys, start: str = "-", count: int | None = N
             return
 
 
-def follow_alerts(client: Any, keys: Keys, last_id: str = "$", block_ms: int = 1000) -> Iterator[dict[str, Any] | None]:
+def follow_alerts(
+    client: RedisClient, keys: Keys, last_id: str = "$", block_ms: int = 1000
+) -> Iterator[dict[str, Any] | None]:
     """New alerts as they arrive; yields None on each idle timeout so the caller can check for stop."""
     while True:
-        reply = client.xread({keys.alerts: last_id}, block=block_ms, count=500)
+        reply = cast(
+            list[tuple[bytes, _Entries]], client.xread({keys.alerts: last_id}, block=block_ms, count=500)
+        )
         if not reply:
             yield None
             continue

@@ -37,7 +37,9 @@ class Fingerprint:
     def empty(self) -> bool:
         """A document with no shingle is stored but never banded nor matched."""
         sig = self.signature
-        return int(sig[0]) == EMPTY and bool(np.all(sig == EMPTY))  # one scalar test for nearly every document
+        return int(sig[0]) == EMPTY and bool(
+            np.all(sig == EMPTY)
+        )  # one scalar test for nearly every document
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +53,7 @@ class AppendTo:
 class Fingerprinter:
     """Computes fingerprints and band hashes under one IndexSpec."""
 
-    __slots__ = ("spec", "shingler", "minhasher", "lsh", "keep_shingles", "small")
+    __slots__ = ("keep_shingles", "lsh", "minhasher", "shingler", "small", "spec")
 
     def __init__(self, spec: IndexSpec, keep_shingles: bool = True) -> None:
         self.spec = spec
@@ -92,27 +94,35 @@ class Fingerprinter:
         h64, h_off, kept = distinct64(batch.hashes, batch.offsets, self.small)
         grows = [not isinstance(req, str) and req.old.n_units >= k for req in requests]
         for i, req in enumerate(requests):
-            if grows[i] and batch.n_units[i] > k - 1:
-                raws[i] = np.minimum(raws[i], req.old.raw)  # type: ignore[union-attr]
+            if grows[i] and isinstance(req, AppendTo) and batch.n_units[i] > k - 1:
+                raws[i] = np.minimum(raws[i], req.old.raw)
         sigs = self.minhasher.densify(raws) if len(requests) else raws
         out: list[Fingerprint] = []
         for i, req in enumerate(requests):
             sh = fps32[offsets[i] : offsets[i + 1]]
             hs = h64[h_off[i] : h_off[i + 1]] if kept[i] else None
             n = int(batch.n_units[i])
-            if not grows[i]:
+            if not grows[i] or isinstance(req, str):  # (a text never grows)
                 out.append(Fingerprint(sh, sigs[i], batch.tails[i], n, raws[i], hs))
             elif n <= k - 1:  # the chunk has no unit: nothing new
-                out.append(req.old)  # type: ignore[union-attr]
+                out.append(req.old)
             else:
-                old = req.old  # type: ignore[union-attr]
+                old = req.old
                 if hs is not None and old.hashes is not None:
                     hs = np.union1d(old.hashes, hs)
                     hs = hs if hs.shape[0] <= self.small else None
                 else:
                     hs = None
-                out.append(Fingerprint(np.union1d(old.shingles, sh), sigs[i], batch.tails[i],
-                                       old.n_units + n - (k - 1), raws[i], hs))
+                out.append(
+                    Fingerprint(
+                        np.union1d(old.shingles, sh),
+                        sigs[i],
+                        batch.tails[i],
+                        old.n_units + n - (k - 1),
+                        raws[i],
+                        hs,
+                    )
+                )
         return out
 
     def band_hashes(self, fps: Sequence[Fingerprint]) -> U64Array:

@@ -4,8 +4,8 @@ The numpy code in :mod:`dedupd.shingling` and :mod:`dedupd.minhash` is vectorize
 numpy batch cannot fuse loops: every step is a pass over memory with its own temporaries, and the per-
 document work that does not vectorize (densifying the ~120 empty bins of a short document's one-
 permutation signature) is paid in Python-level grouping. These kernels do the same arithmetic in one
-loop per document, and give *exactly* the same values as the numpy reference implementations (kept as
-``_numpy_*`` there; tests/test_kernels.py compares the two). They are compiled on first use and cached
+loop per document, and give *exactly* the same values as the numpy reference implementations (in
+tests/reference.py; tests/test_kernels.py compares the two). They are compiled on first use and cached
 next to this file (``cache=True``), and they release the GIL (``nogil=True``).
 
 This module imports numba: import it lazily (the CLI does not need it).
@@ -61,9 +61,15 @@ def _decode(buf, i):  # type: ignore[no-untyped-def]
     if c < 0xE0:
         return ((c & 0x1F) << 6) | (np.int64(buf[i + 1]) & 0x3F), i + 2
     if c < 0xF0:
-        return ((c & 0x0F) << 12) | ((np.int64(buf[i + 1]) & 0x3F) << 6) | (np.int64(buf[i + 2]) & 0x3F), i + 3
-    return (((c & 0x07) << 18) | ((np.int64(buf[i + 1]) & 0x3F) << 12)
-            | ((np.int64(buf[i + 2]) & 0x3F) << 6) | (np.int64(buf[i + 3]) & 0x3F)), i + 4
+        return ((c & 0x0F) << 12) | ((np.int64(buf[i + 1]) & 0x3F) << 6) | (
+            np.int64(buf[i + 2]) & 0x3F
+        ), i + 3
+    return (
+        ((c & 0x07) << 18)
+        | ((np.int64(buf[i + 1]) & 0x3F) << 12)
+        | ((np.int64(buf[i + 2]) & 0x3F) << 6)
+        | (np.int64(buf[i + 3]) & 0x3F)
+    ), i + 4
 
 
 @_inline
@@ -73,8 +79,17 @@ def _isspace(c: int) -> bool:
         return c == 0x20 or 9 <= c <= 13 or 0x1C <= c <= 0x1F
     if c < 0x85:
         return False
-    return (c == 0x85 or c == 0xA0 or c == 0x1680 or 0x2000 <= c <= 0x200A or c == 0x2028 or c == 0x2029
-            or c == 0x202F or c == 0x205F or c == 0x3000)
+    return (
+        c == 0x85
+        or c == 0xA0
+        or c == 0x1680
+        or 0x2000 <= c <= 0x200A
+        or c == 0x2028
+        or c == 0x2029
+        or c == 0x202F
+        or c == 0x205F
+        or c == 0x3000
+    )
 
 
 @_jit
@@ -88,7 +103,7 @@ def isspace_table(n: int) -> np.ndarray:
 
 @_jit
 def word_shingles(buf, fold, doc_start, k, pm):  # type: ignore[no-untyped-def]
-    """Word k-shingle hashes of a batch, as ``Shingler._words`` + ``Shingler._shingles`` compute them.
+    """Word k-shingle hashes of a batch, as ``numpy_batch`` in tests/reference.py computes them.
 
     Args:
         buf: uint8, the NFKC-normalised texts in UTF-8 (surrogates passed), joined by ``"\\n"``.
@@ -111,7 +126,6 @@ def word_shingles(buf, fold, doc_start, k, pm):  # type: ignore[no-untyped-def]
     """
     n_docs = doc_start.shape[0] - 1
     n = buf.shape[0]
-    size = fold.shape[0]
     units = np.empty(n // 2 + 2, dtype=np.uint64)
     wstart = np.empty(n // 2 + 2, dtype=np.int64)
     out = np.empty(n // 2 + 2 * n_docs + 2, dtype=np.uint64)
@@ -120,65 +134,20 @@ def word_shingles(buf, fold, doc_start, k, pm):  # type: ignore[no-untyped-def]
     whole = np.zeros(n_docs, dtype=np.bool_)
     tail_lo = np.zeros(n_docs, dtype=np.int64)
     tail_hi = np.zeros(n_docs, dtype=np.int64)
-    ku = _U64(k)
     o = 0
     for d in range(n_docs):
         s = doc_start[d]
         e = doc_start[d + 1] - 1
-        nw = 0
-        last_end = s
-        i = s
-        while i < e:  # between words
-            at = i
-            c, i = _decode(buf, i)
-            if c >= size:
-                return out[:0], offsets, n_units, whole, tail_lo, tail_hi, c
-            f = fold[c]
-            if f >= _WORD:  # a word starts: its characters in a tight loop
-                wstart[nw] = at
-                acc = _ZERO
-                pp = _ZERO  # position in the word * _POS_MUL
-                length = _ZERO
-                while True:
-                    acc += fmix64(_U64(f & _CP_BITS) * _CP_MUL + pp)
-                    pp += _POS_MUL
-                    length += _ONE
-                    if i >= e:
-                        last_end = i
-                        break
-                    at = i
-                    c, i = _decode(buf, i)
-                    if c >= size:
-                        return out[:0], offsets, n_units, whole, tail_lo, tail_hi, c
-                    f = fold[c]
-                    if f < _WORD:
-                        last_end = at
-                        break
-                units[nw] = fmix64(acc + length * _LEN_MUL)
-                nw += 1
+        nw, last_end, top = _scan_words(buf, fold, s, e, units, wstart)
+        if top >= 0:
+            return out[:0], offsets, n_units, whole, tail_lo, tail_hi, top
         n_units[d] = nw
-        if nw >= k:
-            for w in range(nw - k + 1):
-                acc = ku
-                for j in range(k):
-                    acc += units[w + j] * pm[j]
-                out[o] = fmix64(acc)
-                o += 1
-        elif nw > 0:
-            acc = _U64(nw)
-            for j in range(nw):
-                acc += units[j] * pm[j]
-            out[o] = fmix64(acc)
+        if nw > 0:
+            o = _emit_shingles(units, nw, k, pm, out, o)
+        elif _has_non_space(buf, fold, s, e):  # no word: one slot for the whole text, unless all whitespace
+            whole[d] = True
+            out[o] = 0
             o += 1
-        else:  # no word: one slot for the whole text, unless it is all whitespace
-            i = s
-            while i < e:
-                c, i = _decode(buf, i)
-                if not _isspace(fold[c] & _CP_BITS):
-                    whole[d] = True
-                    out[o] = 0
-                    o += 1
-                    break
         offsets[d + 1] = o
         if nw > 0 and k > 1:
             tail_lo[d] = wstart[nw - min(nw, k - 1)]
@@ -190,8 +159,94 @@ def word_shingles(buf, fold, doc_start, k, pm):  # type: ignore[no-untyped-def]
 
 
 @_inline
+def _scan_words(buf, fold, s, e, units, wstart):  # type: ignore[no-untyped-def]
+    """The words of ``buf[s:e]``: each one's hash into ``units`` and its first byte into ``wstart``.
+
+    Returns ``(words, end of the last word, top)``: ``top`` is -1, or a code point beyond ``fold`` (then
+    the rest is not valid).
+    """
+    size = fold.shape[0]
+    nw = 0
+    last_end = s
+    i = s
+    while i < e:  # between words
+        at = i
+        c, i = _decode(buf, i)
+        if c >= size:
+            return nw, last_end, c
+        f = fold[c]
+        if f >= _WORD:  # a word starts
+            wstart[nw] = at
+            unit, i, last_end, c = _hash_word(buf, fold, f, i, e)
+            if c >= 0:
+                return nw, last_end, c
+            units[nw] = unit
+            nw += 1
+    return nw, last_end, np.int64(-1)
+
+
+@_inline
+def _hash_word(buf, fold, f, i, e):  # type: ignore[no-untyped-def]
+    """The hash of the word whose first character folds to ``f``, its other characters read from
+    ``buf[i:e]`` in a tight loop.
+
+    Returns ``(hash, i, end, top)``: where reading stopped (after the first non-word character), where
+    the word ends, and -1 or a code point beyond ``fold`` (then the rest is not valid).
+    """
+    size = fold.shape[0]
+    acc = _ZERO
+    pp = _ZERO  # position in the word * _POS_MUL
+    length = _ZERO
+    while True:
+        acc += fmix64(_U64(f & _CP_BITS) * _CP_MUL + pp)
+        pp += _POS_MUL
+        length += _ONE
+        if i >= e:
+            return fmix64(acc + length * _LEN_MUL), i, i, np.int64(-1)
+        at = i
+        c, i = _decode(buf, i)
+        if c >= size:
+            return _ZERO, i, at, c
+        f = fold[c]
+        if f < _WORD:
+            return fmix64(acc + length * _LEN_MUL), i, at, np.int64(-1)
+
+
+@_inline
+def _emit_shingles(units, nw, k, pm, out, o):  # type: ignore[no-untyped-def]
+    """The shingle hashes of a document's ``nw`` >= 1 word hashes, written to ``out`` from ``o``: every k
+    consecutive words, or all of them when there are fewer than k. Returns the new end."""
+    if nw >= k:
+        ku = _U64(k)
+        for w in range(nw - k + 1):
+            acc = ku
+            for j in range(k):
+                acc += units[w + j] * pm[j]
+            out[o] = fmix64(acc)
+            o += 1
+    else:
+        acc = _U64(nw)
+        for j in range(nw):
+            acc += units[j] * pm[j]
+        out[o] = fmix64(acc)
+        o += 1
+    return o
+
+
+@_inline
+def _has_non_space(buf, fold, s, e):  # type: ignore[no-untyped-def]
+    """Whether ``buf[s:e]`` (all code points within ``fold``) holds a character that is not whitespace."""
+    i = s
+    while i < e:
+        c, i = _decode(buf, i)
+        if not _isspace(fold[c] & _CP_BITS):
+            return True
+    return False
+
+
+@_inline
 def _densify_row(row, keys, orders, full, donors, best, shift_mask, scan_limit):  # type: ignore[no-untyped-def]
-    """Optimal densification of one raw OPH signature, in place (as ``OnePermHasher._numpy_fill``).
+    """Optimal densification of one raw OPH signature, in place (as the numpy reference's ``_oph_fill``).
 
     Each empty bin j takes the value of the non-empty bin that comes first in bin j's seeded order.
     ``keys[i, j] = (rank of bin i in bin j's order + 1) << shift | i``, so the smallest key of column j
@@ -231,9 +286,8 @@ def _densify_row(row, keys, orders, full, donors, best, shift_mask, scan_limit):
 
 
 @_jit
-def oph_signatures(hashes, offsets, salt, k, keys, orders, shift_mask, scan_limit, densify
-                   ):  # type: ignore[no-untyped-def]
-    """One-permutation signatures, shape (n_docs, k) uint32, as ``OnePermHasher._numpy_signatures``.
+def oph_signatures(hashes, offsets, salt, k, keys, orders, shift_mask, scan_limit, densify):  # type: ignore[no-untyped-def]
+    """One-permutation signatures, shape (n_docs, k) uint32, as the numpy reference's ``oph_signatures``.
 
     Each shingle h: ``mixed = fmix64(h ^ salt)``, bin ``((mixed >> 32) * k) >> 32``, value the low 32
     bits; each bin keeps its minimum (0xFFFFFFFF = empty); then, if ``densify``, empty bins are filled.

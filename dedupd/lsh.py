@@ -7,7 +7,7 @@ Two documents with Jaccard similarity s become candidates with probability
 ``P(s) = 1 - (1 - s**r)**b``: all r rows of at least one of the b bands agree. For b=20, r=5:
 P(.2)=.006, P(.3)=.047, P(.4)=.186, P(.5)=.470, P(.6)=.802, P(.7)=.975, P(.8)=.9996.
 
-    >>> round(candidate_probability(0.5, 20, 5), 3)
+    >>> round(float(candidate_probability(0.5, 20, 5)), 3)
     0.47
 """
 
@@ -28,16 +28,18 @@ DEFAULT_FP_WEIGHT = 0.0001
 DEFAULT_FN_WEIGHT = 0.9999
 
 
-def candidate_probability(s: float | npt.NDArray[np.float64], bands: int, rows: int) -> npt.NDArray[np.float64]:
+def candidate_probability(
+    s: float | npt.NDArray[np.float64], bands: int, rows: int
+) -> npt.NDArray[np.float64]:
     """P(candidate) = 1 - (1 - s^rows)^bands, element-wise."""
     s_arr = np.asarray(s, dtype=np.float64)
-    return 1.0 - (1.0 - s_arr**rows) ** bands  # type: ignore[no-any-return]
+    return 1.0 - (1.0 - s_arr**rows) ** bands
 
 
 def error_rates(threshold: float, bands: int, rows: int) -> tuple[float, float]:
     """Areas of false positives (P below the threshold) and false negatives (1-P above it)."""
     p = candidate_probability(_GRID, bands, rows)
-    below = _GRID <= threshold
+    below = _GRID <= threshold  # noqa: SIM300 (_GRID is the array being compared, not a constant)
     fp = float(np.trapezoid(p[below], _GRID[below]))
     fn = float(np.trapezoid(1.0 - p[~below], _GRID[~below]))
     return fp, fn
@@ -63,8 +65,13 @@ class LSHParams:
             )
 
     @classmethod
-    def choose(cls, threshold: float, num_perm: int, fp_weight: float = DEFAULT_FP_WEIGHT,
-               fn_weight: float = DEFAULT_FN_WEIGHT) -> LSHParams:
+    def choose(
+        cls,
+        threshold: float,
+        num_perm: int,
+        fp_weight: float = DEFAULT_FP_WEIGHT,
+        fn_weight: float = DEFAULT_FN_WEIGHT,
+    ) -> LSHParams:
         """The banding with the least weighted false-positive + false-negative area.
 
         Args:

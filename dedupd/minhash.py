@@ -9,9 +9,10 @@ product ``a*x`` has up to 122 bits, so it is computed on 32-bit halves and reduc
 top 32 bits of ``min_x h_i(x)`` over the document's shingles (taking the top bits keeps the order, so
 this is the minimum of a 32-bit hash), stored as ``uint32[num_perm]``.
 
-Signatures are computed by compiled loops (:mod:`dedupd.kernels`, numba, imported on first use); the
-numpy implementations (vectorized over a batch) stay as the reference (``_numpy_*``) that tests compare
-them with, and serve hash families over a small prime (the worked example below).
+Signatures are computed by compiled loops (:mod:`dedupd.kernels`, numba, imported on first use). Classic
+MinHash's numpy implementation (vectorized over a batch, ``MinHasher._numpy_signatures``) stays here: it
+serves hash families over a small prime (the worked example below), and tests compare the kernel with
+it; one-permutation hashing's numpy reference is in tests/reference.py.
 
 Worked example (seeds/001): rows 0-4, h1 = x+1 mod 5, h2 = 3x+1 mod 5, S1={0,3}, S2={2}, S3={1,3,4},
 S4={0,2,3} give the signature matrix h1: 1 3 0 1, h2: 0 2 0 0:
@@ -30,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dedupd.errors import ConfigError
-from dedupd.hashing import U64, U64Array, fmix64
+from dedupd.hashing import U64, U64Array
 
 MERSENNE61 = (1 << 61) - 1
 _P = U64(MERSENNE61)
@@ -142,21 +143,27 @@ class MinHasher:
     def num_perm(self) -> int:
         return self.family.num_perm
 
-    def signatures(self, hashes: U64Array, offsets: npt.NDArray[np.int64], densify: bool = True
-                   ) -> npt.NDArray[np.uint32]:
+    def signatures(
+        self, hashes: U64Array, offsets: npt.NDArray[np.int64], densify: bool = True
+    ) -> npt.NDArray[np.uint32]:
         """Signatures of many documents: shape (n_docs, num_perm) uint32 (all ``EMPTY`` for no shingles)."""
         if self.family.prime != MERSENNE61:
             return self._numpy_signatures(hashes, offsets)
         from dedupd.kernels import classic_signatures
 
-        return classic_signatures(np.ascontiguousarray(hashes, dtype=np.uint64),
-                                  np.ascontiguousarray(offsets, dtype=np.int64),
-                                  np.ascontiguousarray(self.family.a), np.ascontiguousarray(self.family.b))
+        sig: npt.NDArray[np.uint32] = classic_signatures(
+            np.ascontiguousarray(hashes, dtype=np.uint64),
+            np.ascontiguousarray(offsets, dtype=np.int64),
+            np.ascontiguousarray(self.family.a),
+            np.ascontiguousarray(self.family.b),
+        )
+        return sig
 
     def _numpy_signatures(self, hashes: U64Array, offsets: npt.NDArray[np.int64]) -> npt.NDArray[np.uint32]:
         """The numpy reference implementation of :meth:`signatures` (any prime)."""
         raw = minhash_matrix(self.family.reduce(hashes), offsets, self.family)
-        return (raw >> U64(29)).astype(SIG_DTYPE)
+        sig: npt.NDArray[np.uint32] = (raw >> U64(29)).astype(SIG_DTYPE)
+        return sig
 
     def densify(self, raw: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint32]:
         """Classic signatures have no empty position: the identity."""
@@ -164,7 +171,9 @@ class MinHasher:
 
     def signature(self, hashes: U64Array) -> npt.NDArray[np.uint32]:
         """Signature of one document."""
-        return self.signatures(hashes, np.array([0, hashes.shape[0]], dtype=np.int64))[0]
+        sigs = self.signatures(hashes, np.array([0, hashes.shape[0]], dtype=np.int64))
+        sig: npt.NDArray[np.uint32] = sigs[0]
+        return sig
 
 
 def estimate(sig_a: npt.NDArray[np.uint32], sig_b: npt.NDArray[np.uint32]) -> float:
@@ -178,7 +187,7 @@ def estimate(sig_a: npt.NDArray[np.uint32], sig_b: npt.NDArray[np.uint32]) -> fl
             f"signatures of different lengths ({sig_a.shape[-1]} vs {sig_b.shape[-1]}): "
             "they were made with different num_perm and cannot be compared"
         )
-    return float(np.count_nonzero(sig_a == sig_b)) / sig_a.shape[-1]
+    return float(np.count_nonzero(sig_a == sig_b)) / int(sig_a.shape[-1])
 
 
 class OnePermHasher:
@@ -202,8 +211,9 @@ class OnePermHasher:
         self._orders: npt.NDArray[np.uint32] | None = None  # each bin's seeded order of the bins
         self._keys: npt.NDArray[np.uint32] | npt.NDArray[np.uint64] | None = None  # for the kernel
 
-    def signatures(self, hashes: U64Array, offsets: npt.NDArray[np.int64], densify: bool = True
-                   ) -> npt.NDArray[np.uint32]:
+    def signatures(
+        self, hashes: U64Array, offsets: npt.NDArray[np.int64], densify: bool = True
+    ) -> npt.NDArray[np.uint32]:
         """Signatures of many documents: shape (n_docs, num_perm) uint32 (all ``EMPTY`` for no shingles).
 
         With ``densify=False`` empty bins stay ``EMPTY``: such raw signatures combine by element-wise
@@ -212,9 +222,18 @@ class OnePermHasher:
         from dedupd.kernels import oph_signatures
 
         keys, orders, mask, limit = self._kernel_tables()
-        return oph_signatures(np.ascontiguousarray(hashes, dtype=np.uint64),
-                              np.ascontiguousarray(offsets, dtype=np.int64), self._salt, self.num_perm,
-                              keys, orders, mask, limit, densify)
+        sig: npt.NDArray[np.uint32] = oph_signatures(
+            np.ascontiguousarray(hashes, dtype=np.uint64),
+            np.ascontiguousarray(offsets, dtype=np.int64),
+            self._salt,
+            self.num_perm,
+            keys,
+            orders,
+            mask,
+            limit,
+            densify,
+        )
+        return sig
 
     def densify(self, raw: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint32]:
         """Fill the empty bins of raw signatures (shape (n, num_perm) or (num_perm,)); returns a new array."""
@@ -234,28 +253,11 @@ class OnePermHasher:
         if self._keys is None:
             by_bin = self._ranks()[:k].astype(np.int64)  # by_bin[i, j]: rank of bin i in bin j's order
             keys = ((by_bin + 1) << shift) | np.arange(k, dtype=np.int64)[:, None]
-            self._keys = np.ascontiguousarray(keys.astype(np.uint32 if int(keys.max()) < 2**32 else np.uint64))
+            self._keys = np.ascontiguousarray(
+                keys.astype(np.uint32 if int(keys.max()) < 2**32 else np.uint64)
+            )
         assert self._orders is not None
         return self._keys, self._orders, (1 << shift) - 1, _scan_limit(k)
-
-    def _numpy_signatures(self, hashes: U64Array, offsets: npt.NDArray[np.int64], densify: bool = True
-                          ) -> npt.NDArray[np.uint32]:
-        """The numpy reference implementation of :meth:`signatures`."""
-        n_docs, k = len(offsets) - 1, self.num_perm
-        mixed = fmix64(hashes ^ self._salt)
-        bins = ((mixed >> U64(32)) * U64(k)) >> U64(32)
-        values = (mixed & _M32).astype(SIG_DTYPE)
-        doc = np.repeat(np.arange(n_docs, dtype=np.int64), np.diff(offsets))
-        flat = np.full(n_docs * k, EMPTY, dtype=SIG_DTYPE)
-        np.minimum.at(flat, doc * k + bins.astype(np.int64), values)
-        sig = flat.reshape(n_docs, k)
-        return self._numpy_densify(sig) if densify else sig
-
-    def _numpy_densify(self, raw: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint32]:
-        """The numpy reference implementation of :meth:`densify`."""
-        sig = np.array(raw, dtype=SIG_DTYPE, ndmin=2, copy=True)
-        self._numpy_fill(sig)
-        return sig if raw.ndim == 2 else sig[0]
 
     def _ranks(self) -> npt.NDArray[np.int32]:
         """by_bin[i, j]: the position of bin i in bin j's seeded random order of the bins, with every bin
@@ -271,33 +273,11 @@ class OnePermHasher:
             self._table = np.concatenate([ranks.T, np.full((1, k), k + 1, dtype=np.int32)])
         return self._table
 
-    def _numpy_fill(self, sig: npt.NDArray[np.uint32]) -> None:
-        """Each empty bin j takes the value of the non-empty bin that comes first in bin j's fixed random
-        order of the bins: the first non-empty bin of an endless seeded probe sequence (Shrivastava 2017),
-        with the sequence's repeats dropped. Two documents with the same non-empty bins borrow alike."""
-        k = self.num_perm
-        by_bin = self._ranks()
-        empty = sig == EMPTY
-        filled = k - empty.sum(axis=1)
-        todo = np.flatnonzero((filled > 0) & (filled < k))
-        if todo.size == 0:
-            return
-        # documents grouped by fill (1-2, 3-4, 5-8, ... bins), padded to the group's largest fill; a
-        # non-empty bin ranks itself first, so it keeps its own value
-        group = np.ceil(np.log2(filled[todo])).astype(np.int64)
-        for g in np.unique(group).tolist():
-            rows = todo[group == g]
-            m = filled[rows]
-            hi = int(m.max())
-            order = np.argsort(empty[rows], axis=1, kind="stable")[:, :hi]  # non-empty bins first
-            full = np.where(np.arange(hi)[None, :] < m[:, None], order, k)
-            pick = np.argmin(by_bin[full], axis=1)  # (docs, hi, k) -> the first non-empty bin of each order
-            donors = np.take_along_axis(full, pick, axis=1)
-            sig[rows] = np.take_along_axis(sig[rows], donors, axis=1)
-
     def signature(self, hashes: U64Array) -> npt.NDArray[np.uint32]:
         """Signature of one document."""
-        return self.signatures(hashes, np.array([0, hashes.shape[0]], dtype=np.int64))[0]
+        sigs = self.signatures(hashes, np.array([0, hashes.shape[0]], dtype=np.int64))
+        sig: npt.NDArray[np.uint32] = sigs[0]
+        return sig
 
 
 def _scan_limit(k: int) -> int:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dedupd.keys import Keys
 from dedupd.lua import XADD_MANY
+
+if TYPE_CHECKING:
+    from dedupd.connection import RedisClient
 
 FIELDS = ("id", "text", "op", "source", "items", "meta")
 
@@ -78,7 +81,7 @@ class Producer:
     command packing it and parsing its reply, more than the entry costs anywhere else.
     """
 
-    def __init__(self, client: Any, keys: Keys, chunk: int = 500) -> None:
+    def __init__(self, client: RedisClient, keys: Keys, chunk: int = 500) -> None:
         self.client = client
         self.keys = keys
         self.chunk = chunk

@@ -15,8 +15,8 @@ no word at all (``"!!!"``) yields one shingle of its whole normalised text (hash
 text yields none.
 
 Word mode runs that in one compiled loop (:func:`dedupd.kernels.word_shingles`, numba) over the UTF-8
-bytes of the joined NFKC texts, lowercasing through a table; the numpy code above stays as the reference
-(``Shingler._numpy_batch``) that tests compare it with. Char mode is numpy.
+bytes of the joined NFKC texts, lowercasing through a table; the numpy code described above is the
+reference that tests compare it with (``numpy_batch`` in tests/reference.py). Char mode is numpy.
 
 Example:
     >>> sh = Shingler(ShingleSpec("word", 2))
@@ -44,19 +44,11 @@ _CHAR_SALT = U64(0x632BE59BD9B4E019)
 _POS_MUL = U64(0xD6E8FEB86659FD93)
 _CP_MUL = U64(0xA0761D6478BD642F)
 _LEN_MUL = U64(0xE7037ED1A0B428DB)
-_ASCII_WORD = np.zeros(256, dtype=bool)
-for _c in b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_":
-    _ASCII_WORD[_c] = True
-_UNICODE_WORD: npt.NDArray[np.bool_] | None = None  # built on the first non-ASCII batch (0.1-0.2 s)
 
 
 def normalize(text: str) -> str:
     """NFKC, lowercase, collapse whitespace, strip."""
     return _WS_RE.sub(" ", unicodedata.normalize("NFKC", text).lower()).strip()
-
-
-def _lower_nfkc(text: str) -> str:
-    return (text if text.isascii() else unicodedata.normalize("NFKC", text)).lower()
 
 
 def _kernel_text(text: str) -> bytes:
@@ -136,33 +128,6 @@ def _fold_table(top: int) -> npt.NDArray[np.uint32]:
     return _FOLD
 
 
-# ----- the numpy reference's tables -----
-def _word_table(top: int) -> npt.NDArray[np.bool_]:
-    """Which code points up to ``top`` ``re``'s ``\\w`` matches: str.isalnum() or '_' (sre's own test).
-
-    Built on demand, the Basic Multilingual Plane first (65,536 code points, ~40 ms), the rest only when a
-    text holds a code point beyond it (~0.6 s once).
-    """
-    global _UNICODE_WORD
-    have = 0 if _UNICODE_WORD is None else _UNICODE_WORD.shape[0]
-    if top >= have:
-        size = 0x10000 if top < 0x10000 else 0x110000
-        more = np.fromiter((chr(c).isalnum() for c in range(have, size)), dtype=bool, count=size - have)
-        table = more if _UNICODE_WORD is None else np.concatenate([_UNICODE_WORD, more])
-        table[ord("_")] = True
-        _UNICODE_WORD = table
-    assert _UNICODE_WORD is not None
-    return _UNICODE_WORD
-
-
-def _code_points(text: str) -> tuple[npt.NDArray[np.uint32] | npt.NDArray[np.uint8], npt.NDArray[np.bool_]]:
-    """A text as an array of code points, and the word-character table to use with it."""
-    if text.isascii():
-        return np.frombuffer(text.encode("ascii"), dtype=np.uint8), _ASCII_WORD
-    cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
-    return cps, _word_table(int(cps.max()))
-
-
 @dataclass(frozen=True, slots=True, eq=False)
 class ShingleBatch:
     """The shingles of a batch of documents."""
@@ -189,8 +154,9 @@ class Shingler:
         """Sorted distinct shingle hashes of one text."""
         return self.batch([text]).distinct(0)
 
-    def batch(self, texts: Sequence[str], tails: bool = True, normalized: frozenset[int] = frozenset()
-              ) -> ShingleBatch:
+    def batch(
+        self, texts: Sequence[str], tails: bool = True, normalized: frozenset[int] = frozenset()
+    ) -> ShingleBatch:
         """The shingles of many texts at once.
 
         Args:
@@ -203,19 +169,10 @@ class Shingler:
         units, lengths, tail_list, wholes = self._chars(texts, normalized)
         return self._shingles(units, lengths, tail_list, wholes)
 
-    def _numpy_batch(self, texts: Sequence[str], tails: bool = True, normalized: frozenset[int] = frozenset()
-                     ) -> ShingleBatch:
-        """The numpy reference implementation of :meth:`batch` (word mode; char mode is the same)."""
-        if self.spec.unit == "word":
-            units, lengths, tail_list, wholes = self._words(texts, tails)
-        else:
-            units, lengths, tail_list, wholes = self._chars(texts, normalized)
-        return self._shingles(units, lengths, tail_list, wholes)
-
     # ----- word mode, compiled -----
     def _word_batch(self, texts: Sequence[str], want_tails: bool) -> ShingleBatch:
         """Word shingles by :func:`dedupd.kernels.word_shingles`: the same hashes as the numpy reference
-        (:meth:`_words` + :meth:`_shingles`), with no Python work per ASCII document."""
+        (tests/reference.py: ``words`` + :meth:`_shingles`), with no Python work per ASCII document."""
         from dedupd.kernels import word_shingles
 
         k = self.spec.k
@@ -224,7 +181,8 @@ class Shingler:
         top = 0 if joined is not None else 0x80
         while True:
             hashes, offsets, n_units, whole, tail_lo, tail_hi, beyond = word_shingles(
-                data, _fold_table(top), doc_start, k, POSITION_MULTIPLIERS)
+                data, _fold_table(top), doc_start, k, POSITION_MULTIPLIERS
+            )
             if beyond < 0:
                 break
             top = int(beyond)
@@ -250,50 +208,9 @@ class Shingler:
                     tails[i] = w
         return ShingleBatch(hashes, offsets, n_units, tails)
 
-    # ----- units -----
-    def _words(self, texts: Sequence[str], want_tails: bool
-               ) -> tuple[U64Array, npt.NDArray[np.int64], list[str], dict[int, str]]:
-        k = self.spec.k
-        norm = [_lower_nfkc(t) for t in texts]
-        joined = "\n".join(norm)  # '\n' is no word character: words never span two documents
-        cps, table = _code_points(joined)
-        mask = table[cps]
-        edges = np.diff(mask.view(np.int8), prepend=np.int8(0), append=np.int8(0))
-        starts = np.flatnonzero(edges == 1)
-        ends = np.flatnonzero(edges == -1)
-        n_words = starts.shape[0]
-        word_len = ends - starts
-        doc_start = np.zeros(len(norm) + 1, dtype=np.int64)
-        np.cumsum([len(t) + 1 for t in norm], out=doc_start[1:])
-        doc_of_word = np.searchsorted(doc_start, starts, side="right") - 1
-        lengths = np.bincount(doc_of_word, minlength=len(norm)).astype(np.int64)
-        if n_words:
-            inword = np.flatnonzero(mask)
-            first = np.zeros(n_words, dtype=np.int64)
-            np.cumsum(word_len[:-1], out=first[1:])
-            pos = np.arange(inword.shape[0], dtype=np.int64) - np.repeat(first, word_len)
-            mixed = fmix64(cps[inword].astype(np.uint64) * _CP_MUL + pos.astype(np.uint64) * _POS_MUL)
-            units = np.add.reduceat(mixed, first)
-            units += word_len.astype(np.uint64) * _LEN_MUL
-            fmix64(units, out=units)
-        else:
-            units = np.zeros(0, dtype=np.uint64)
-        # texts without any word: their whole (whitespace-collapsed) text is their one shingle
-        wholes = {i: w for i in np.flatnonzero(lengths == 0).tolist() if (w := " ".join(norm[i].split()))}
-        tails: list[str] = []
-        if want_tails:  # the normalised text from the start of the (k-1)-th last word to the end of the last
-            last = np.cumsum(lengths) - 1
-            for i, t in enumerate(norm):
-                n = int(lengths[i])
-                if n == 0 or k <= 1:
-                    tails.append(wholes.get(i, "") if k > 1 else "")
-                    continue
-                lo = int(starts[last[i] - min(n, k - 1) + 1] - doc_start[i])
-                tails.append(t[lo : int(ends[last[i]] - doc_start[i])])
-        return units, lengths, tails, wholes
-
-    def _chars(self, texts: Sequence[str], normalized: frozenset[int]
-               ) -> tuple[U64Array, npt.NDArray[np.int64], list[str], dict[int, str]]:
+    def _chars(
+        self, texts: Sequence[str], normalized: frozenset[int]
+    ) -> tuple[U64Array, npt.NDArray[np.int64], list[str], dict[int, str]]:
         k = self.spec.k
         norm = [t if i in normalized else normalize(t) for i, t in enumerate(texts)]
         lengths = np.fromiter((len(t) for t in norm), dtype=np.int64, count=len(norm))
@@ -304,8 +221,9 @@ class Shingler:
         return units, lengths, tails, {}
 
     # ----- shingles -----
-    def _shingles(self, units: U64Array, lengths: npt.NDArray[np.int64], tails: list[str],
-                  wholes: dict[int, str]) -> ShingleBatch:
+    def _shingles(
+        self, units: U64Array, lengths: npt.NDArray[np.int64], tails: list[str], wholes: dict[int, str]
+    ) -> ShingleBatch:
         k = self.spec.k
         n_docs = lengths.shape[0]
         starts = np.zeros(n_docs + 1, dtype=np.int64)
@@ -348,17 +266,22 @@ class Shingler:
                     s_acc = s_acc + np.where(j < s_len, term, U64(0))
                 out[offsets[short]] = s_acc
             if whole:
-                out[offsets[whole]] = np.array(
-                    [xxhash.xxh3_64_intdigest(wholes[i].encode("utf-8", "surrogatepass")) for i in whole],
-                    dtype=np.uint64) ^ _WHOLE_TEXT_SALT
+                out[offsets[whole]] = (
+                    np.array(
+                        [xxhash.xxh3_64_intdigest(wholes[i].encode("utf-8", "surrogatepass")) for i in whole],
+                        dtype=np.uint64,
+                    )
+                    ^ _WHOLE_TEXT_SALT
+                )
         else:
             out[:] = win
         fmix64(out, out=out)
         return ShingleBatch(out, offsets, lengths, tails)
 
 
-def distinct32(hashes: U64Array, offsets: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.uint32],
-                                                                          npt.NDArray[np.int64]]:
+def distinct32(
+    hashes: U64Array, offsets: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64]]:
     """Each document's sorted distinct 32-bit shingle fingerprints (the low 32 bits of the hashes).
 
     What exact verification stores: half the memory of 64-bit hashes, and two documents of n shingles
@@ -366,22 +289,15 @@ def distinct32(hashes: U64Array, offsets: npt.NDArray[np.int64]) -> tuple[npt.ND
     """
     from dedupd.kernels import distinct_low32
 
-    return distinct_low32(hashes, offsets.astype(np.int64, copy=False))  # type: ignore[no-any-return]
+    fps: npt.NDArray[np.uint32]
+    fp_offsets: npt.NDArray[np.int64]
+    fps, fp_offsets = distinct_low32(hashes, offsets.astype(np.int64, copy=False))
+    return fps, fp_offsets
 
 
-def _numpy_distinct32(hashes: U64Array, offsets: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.uint32],
-                                                                                npt.NDArray[np.int64]]:
-    """The reference for :func:`distinct32`: ``np.unique`` per document."""
-    low = hashes.astype(np.uint32)
-    uniq = [np.unique(low[offsets[i] : offsets[i + 1]]) for i in range(len(offsets) - 1)]
-    sizes = np.fromiter((u.shape[0] for u in uniq), dtype=np.int64, count=len(uniq))
-    out_offsets = np.zeros(len(uniq) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=out_offsets[1:])
-    return (np.concatenate(uniq) if uniq else low[:0]), out_offsets
-
-
-def distinct64(hashes: U64Array, offsets: npt.NDArray[np.int64], limit: int
-               ) -> tuple[U64Array, npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+def distinct64(
+    hashes: U64Array, offsets: npt.NDArray[np.int64], limit: int
+) -> tuple[U64Array, npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
     """Each document's sorted distinct 64-bit shingle hashes, for the documents that have at most ``limit``.
 
     What a short document's record stores instead of its signature: the signature and the 32-bit
@@ -390,23 +306,11 @@ def distinct64(hashes: U64Array, offsets: npt.NDArray[np.int64], limit: int
     """
     from dedupd.kernels import distinct_small64
 
-    return distinct_small64(hashes, offsets.astype(np.int64, copy=False), limit)  # type: ignore[no-any-return]
-
-
-def _numpy_distinct64(hashes: U64Array, offsets: npt.NDArray[np.int64], limit: int
-                      ) -> tuple[U64Array, npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
-    """The reference for :func:`distinct64`: ``np.unique`` per document."""
-    parts, kept = [], []
-    for i in range(len(offsets) - 1):
-        part = hashes[offsets[i] : offsets[i + 1]]
-        u = np.unique(part) if part.shape[0] <= 2 * limit else part[:0]
-        ok = part.shape[0] <= 2 * limit and u.shape[0] <= limit
-        parts.append(u if ok else part[:0])
-        kept.append(ok)
-    out_offsets = np.zeros(len(parts) + 1, dtype=np.int64)
-    np.cumsum([p.shape[0] for p in parts], out=out_offsets[1:])
-    flat = np.concatenate(parts) if parts else hashes[:0]
-    return flat.astype(np.uint64), out_offsets, np.array(kept, dtype=bool)
+    flat: U64Array
+    flat_offsets: npt.NDArray[np.int64]
+    kept: npt.NDArray[np.bool_]
+    flat, flat_offsets, kept = distinct_small64(hashes, offsets.astype(np.int64, copy=False), limit)
+    return flat, flat_offsets, kept
 
 
 def jaccard(a: npt.NDArray[np.unsignedinteger], b: npt.NDArray[np.unsignedinteger]) -> float:

@@ -85,12 +85,21 @@ class TuneReport:
         return out
 
 
-def banding(label: str, threshold: float, bands: int, rows: int, fp_weight: float,
-            fn_weight: float) -> Banding:
+def banding(
+    label: str, threshold: float, bands: int, rows: int, fp_weight: float, fn_weight: float
+) -> Banding:
     """Describe one banding at ``threshold``."""
     fp, fn = error_rates(threshold, bands, rows)
-    return Banding(label, bands, rows, fp, fn, fp_weight * fp + fn_weight * fn,
-                   float(candidate_probability(threshold, bands, rows)), (1.0 / bands) ** (1.0 / rows))
+    return Banding(
+        label,
+        bands,
+        rows,
+        fp,
+        fn,
+        fp_weight * fp + fn_weight * fn,
+        float(candidate_probability(threshold, bands, rows)),
+        (1.0 / bands) ** (1.0 / rows),
+    )
 
 
 def similarity_grid(threshold: float, span: float = 0.3, step: float = 0.05) -> list[float]:
@@ -114,9 +123,16 @@ def rate_table(threshold: float, bands: int, rows: int, similarities: list[float
     return tuple(out)
 
 
-def tune(threshold: float, num_perm: int, fp_weight: float = DEFAULT_FP_WEIGHT, fn_weight: float = DEFAULT_FN_WEIGHT,
-         bands: int | None = None, rows: int | None = None, span: float = 0.3,
-         step: float = 0.05) -> TuneReport:
+def tune(
+    threshold: float,
+    num_perm: int,
+    fp_weight: float = DEFAULT_FP_WEIGHT,
+    fn_weight: float = DEFAULT_FN_WEIGHT,
+    bands: int | None = None,
+    rows: int | None = None,
+    span: float = 0.3,
+    step: float = 0.05,
+) -> TuneReport:
     """Choose (or check) a banding and describe it with its neighbours.
 
     Args:
@@ -134,8 +150,9 @@ def tune(threshold: float, num_perm: int, fp_weight: float = DEFAULT_FP_WEIGHT, 
         ConfigError: on a bad threshold, num_perm, or banding.
     """
     if (bands is None) != (rows is None):
-        raise ConfigError("give both --bands and --rows, or neither (then they are chosen from the "
-                          "threshold)")
+        raise ConfigError(
+            "give both --bands and --rows, or neither (then they are chosen from the threshold)"
+        )
     chosen_params = LSHParams.choose(threshold, num_perm, fp_weight, fn_weight)
     if bands is not None and rows is not None:
         explicit = LSHParams(bands, rows)
@@ -161,8 +178,9 @@ def tune(threshold: float, num_perm: int, fp_weight: float = DEFAULT_FP_WEIGHT, 
         seen.add((b, r))
         alternatives.append(banding(label, threshold, b, r, fp_weight, fn_weight))
     table = rate_table(threshold, chosen.bands, chosen.rows, similarity_grid(threshold, span, step))
-    return TuneReport(threshold, num_perm, fp_weight, fn_weight, chosen_by, chosen, table,
-                      tuple(alternatives))
+    return TuneReport(
+        threshold, num_perm, fp_weight, fn_weight, chosen_by, chosen, table, tuple(alternatives)
+    )
 
 
 def _pct(x: float) -> str:
@@ -177,17 +195,26 @@ def _pct(x: float) -> str:
 def render(report: TuneReport) -> str:
     """The human-readable report of ``dedupd tune``."""
     c = report.chosen
-    how = ("chosen to minimise " f"{report.fp_weight:g} x FP area + {report.fn_weight:g} x FN area"
-           if report.chosen_by == "chooser" else "given explicitly")
+    how = (
+        f"chosen to minimise {report.fp_weight:g} x FP area + {report.fn_weight:g} x FN area"
+        if report.chosen_by == "chooser"
+        else "given explicitly"
+    )
     lines = [
-        (f"threshold {report.threshold:g}, num_perm {report.num_perm}: {c.bands} bands x {c.rows} rows "
-         f"({how})"),
+        (
+            f"threshold {report.threshold:g}, num_perm {report.num_perm}: {c.bands} bands x {c.rows} rows "
+            f"({how})"
+        ),
         f"signature positions: {report.used} used for banding, {report.wasted} not banded"
         + (" (all num_perm positions still verify candidates)" if report.wasted else ""),
-        (f"P(candidate) at the threshold: {c.p_at_threshold:.4f}; S-curve steepest near (1/b)^(1/r) = "
-         f"{c.midpoint:.3f}"),
-        (f"areas: false positives {c.fp_area:.4f} (below the threshold), false negatives {c.fn_area:.2e} "
-         f"(above it), weighted cost {c.cost:.3e}"),
+        (
+            f"P(candidate) at the threshold: {c.p_at_threshold:.4f}; S-curve steepest near (1/b)^(1/r) = "
+            f"{c.midpoint:.3f}"
+        ),
+        (
+            f"areas: false positives {c.fp_area:.4f} (below the threshold), false negatives {c.fn_area:.2e} "
+            f"(above it), weighted cost {c.cost:.3e}"
+        ),
         "",
         f"{'Jaccard':>8}  {'P(candidate)':>12}  {'false negatives':>15}  {'false positives':>15}",
     ]
@@ -197,12 +224,17 @@ def render(report: TuneReport) -> str:
         mark = "  <- threshold" if abs(row.similarity - report.threshold) < 1e-9 else ""
         lines.append(f"{row.similarity:>8.2f}  {row.probability:>12.6f}  {fn:>15}  {fp:>15}{mark}".rstrip())
     if report.alternatives:
-        lines += ["", "compared with:",
-                  f"  {'banding':<20} {'used':>4}  {'P(t)':>7}  {'FP area':>8}  {'FN area':>8}  {'cost':>9}"]
+        lines += [
+            "",
+            "compared with:",
+            f"  {'banding':<20} {'used':>4}  {'P(t)':>7}  {'FP area':>8}  {'FN area':>8}  {'cost':>9}",
+        ]
         for b in (c, *report.alternatives):
             name = f"{b.bands}x{b.rows} ({b.label})"
-            lines.append(f"  {name:<20} {b.used:>4}  {b.p_at_threshold:>7.4f}  {b.fp_area:>8.4f}  "
-                         f"{b.fn_area:>8.2e}  {b.cost:>9.3e}")
+            lines.append(
+                f"  {name:<20} {b.used:>4}  {b.p_at_threshold:>7.4f}  {b.fp_area:>8.4f}  "
+                f"{b.fn_area:>8.2e}  {b.cost:>9.3e}"
+            )
     return "\n".join(lines)
 
 
@@ -231,24 +263,51 @@ def plot(report: TuneReport, path: str | Path) -> Path:
     fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
     try:
         colours = ("tab:purple", "tab:green", "tab:brown", "tab:gray")
-        for alt, colour in zip(report.alternatives, colours * len(report.alternatives)):
+        for alt, colour in zip(report.alternatives, colours * len(report.alternatives), strict=False):
             label = f"{alt.bands} x {alt.rows} ({alt.label}): P(t) = {alt.p_at_threshold:.3f}"
-            ax.plot(s, candidate_probability(s, alt.bands, alt.rows), color=colour, linewidth=1.2, alpha=0.55,
-                    linestyle="--", label=label)
-        ax.plot(s, candidate_probability(s, c.bands, c.rows), color="tab:blue", linewidth=2.5,
-                label=f"{c.bands} x {c.rows} ({c.label}): P(t) = {c.p_at_threshold:.3f}")
+            ax.plot(
+                s,
+                candidate_probability(s, alt.bands, alt.rows),
+                color=colour,
+                linewidth=1.2,
+                alpha=0.55,
+                linestyle="--",
+                label=label,
+            )
+        ax.plot(
+            s,
+            candidate_probability(s, c.bands, c.rows),
+            color="tab:blue",
+            linewidth=2.5,
+            label=f"{c.bands} x {c.rows} ({c.label}): P(t) = {c.p_at_threshold:.3f}",
+        )
         ax.axvline(report.threshold, color="tab:red", linewidth=1.5, label=f"threshold {report.threshold:g}")
-        ax.fill_between(s, 0, candidate_probability(s, c.bands, c.rows), where=s < report.threshold,
-                        color="tab:orange", alpha=0.15,
-                        label=f"false-positive area {c.fp_area:.3f} (verified away)")
-        ax.fill_between(s, candidate_probability(s, c.bands, c.rows), 1, where=s >= report.threshold,
-                        color="tab:red", alpha=0.25, label=f"false-negative area {c.fn_area:.1e} (missed)")
+        ax.fill_between(
+            s,
+            0,
+            candidate_probability(s, c.bands, c.rows),
+            where=s < report.threshold,
+            color="tab:orange",
+            alpha=0.15,
+            label=f"false-positive area {c.fp_area:.3f} (verified away)",
+        )
+        ax.fill_between(
+            s,
+            candidate_probability(s, c.bands, c.rows),
+            1,
+            where=s >= report.threshold,
+            color="tab:red",
+            alpha=0.25,
+            label=f"false-negative area {c.fn_area:.1e} (missed)",
+        )
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1.02)
         ax.set_xlabel("Jaccard similarity of a pair")
         ax.set_ylabel("P(pair becomes an LSH candidate)")
-        ax.set_title(f"LSH S-curve: b = {c.bands} bands x r = {c.rows} rows, num_perm = {report.num_perm} "
-                     f"({report.wasted} unbanded)")
+        ax.set_title(
+            f"LSH S-curve: b = {c.bands} bands x r = {c.rows} rows, num_perm = {report.num_perm} "
+            f"({report.wasted} unbanded)"
+        )
         ax.grid(True, alpha=0.3)
         # the curve hugs 0 well below the threshold and 1 well above it: put the legend where it is flat
         ax.legend(loc="upper left" if report.threshold >= 0.5 else "lower right", fontsize=8, framealpha=0.9)

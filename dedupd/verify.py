@@ -20,8 +20,9 @@ import numpy as np
 import numpy.typing as npt
 
 
-def jaccard_pairs(sets: Sequence[npt.NDArray[np.uint32]], left: npt.NDArray[np.int64],
-                  right: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+def jaccard_pairs(
+    sets: Sequence[npt.NDArray[np.uint32]], left: npt.NDArray[np.int64], right: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float64]:
     """Exact Jaccard similarity of ``sets[left[p]]`` and ``sets[right[p]]`` for every p.
 
     Args:
@@ -44,9 +45,11 @@ def jaccard_pairs(sets: Sequence[npt.NDArray[np.uint32]], left: npt.NDArray[np.i
     return out
 
 
-def agreement_pairs(signatures: npt.NDArray[np.uint32], left: npt.NDArray[np.int64],
-                    right: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+def agreement_pairs(
+    signatures: npt.NDArray[np.uint32], left: npt.NDArray[np.int64], right: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float64]:
     """Signature estimate of Jaccard similarity for every pair of rows (fraction of equal positions)."""
     if not left.shape[0]:
         return np.zeros(0, dtype=np.float64)
-    return (signatures[left] == signatures[right]).mean(axis=1)  # type: ignore[no-any-return]
+    agree: npt.NDArray[np.float64] = (signatures[left] == signatures[right]).mean(axis=1)
+    return agree

@@ -40,10 +40,22 @@ ROOT = Path(__file__).resolve().parent.parent
 DATASETS = {
     "debian": (ROOT / "data/debian_depends.txt", 0.002, [sys.executable, "scripts/debian_baskets.py"]),
     "T10I4D100K": (ROOT / "data/T10I4D100K.txt", 0.002, [sys.executable, "scripts/gen_quest.py"]),
-    "T10I4D1M": (ROOT / "data/T10I4D1M.txt", 0.002, [sys.executable, "scripts/gen_quest.py", "--baskets", "1000000"]),
+    "T10I4D1M": (
+        ROOT / "data/T10I4D1M.txt",
+        0.002,
+        [sys.executable, "scripts/gen_quest.py", "--baskets", "1000000"],
+    ),
 }
-TOOLS = ["dedupd-apriori", "dedupd-file", "dedupd-pcy", "pyfim-fpgrowth", "pyfim-eclat", "efficient-apriori", "mlxtend-fpgrowth",
-         "mlxtend-apriori"]
+TOOLS = [
+    "dedupd-apriori",
+    "dedupd-file",
+    "dedupd-pcy",
+    "pyfim-fpgrowth",
+    "pyfim-eclat",
+    "efficient-apriori",
+    "mlxtend-fpgrowth",
+    "mlxtend-apriori",
+]
 REFERENCE = "dedupd-apriori"
 
 
@@ -66,8 +78,9 @@ def _mine(tool: str, lists: list[list[str]], min_count: int) -> dict[frozenset[s
     if tool == "efficient-apriori":
         from efficient_apriori.itemsets import itemsets_from_transactions
 
-        found, _ = itemsets_from_transactions([tuple(x) for x in lists], min_support=(min_count - 0.5) / n,
-                                              max_length=1000)
+        found, _ = itemsets_from_transactions(
+            [tuple(x) for x in lists], min_support=(min_count - 0.5) / n, max_length=1000
+        )
         return {frozenset(s): int(c) for level in found.values() for s, c in level.items()}
     if tool.startswith("mlxtend-"):
         import pandas as pd
@@ -81,7 +94,7 @@ def _mine(tool: str, lists: list[list[str]], min_count: int) -> dict[frozenset[s
         # (min_count - 0.5) / n: mlxtend's fpgrowth takes ceil(min_support * n), and 112 / 55792 * 55792
         # is 112.00000000000001 in floating point, which would silently raise the threshold to 113
         res = fn(df, min_support=(min_count - 0.5) / n, use_colnames=True)
-        return {frozenset(s): int(round(x * n)) for s, x in zip(res["itemsets"], res["support"], strict=True)}
+        return {frozenset(s): round(x * n) for s, x in zip(res["itemsets"], res["support"], strict=True)}
     raise SystemExit(f"unknown tool {tool}")
 
 
@@ -107,12 +120,26 @@ def child_file(path: str, support: float, repeat: int) -> None:
     _emit("dedupd-file", n, min_count, best[1], best[2], result)
 
 
-def _emit(tool: str, n: int, min_count: int, t_read: float, t_mine: float, result: dict[frozenset[str], int]) -> None:
-    digest = hashlib.sha256("\n".join(sorted(
-        "\t".join(sorted(s)) + f"\t{c}" for s, c in result.items())).encode()).hexdigest()
-    print(json.dumps({"tool": tool, "n_baskets": n, "min_count": min_count, "read": t_read,
-                      "mine": t_mine, "itemsets": len(result), "digest": digest,
-                      "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+def _emit(
+    tool: str, n: int, min_count: int, t_read: float, t_mine: float, result: dict[frozenset[str], int]
+) -> None:
+    digest = hashlib.sha256(
+        "\n".join(sorted("\t".join(sorted(s)) + f"\t{c}" for s, c in result.items())).encode()
+    ).hexdigest()
+    print(
+        json.dumps(
+            {
+                "tool": tool,
+                "n_baskets": n,
+                "min_count": min_count,
+                "read": t_read,
+                "mine": t_mine,
+                "itemsets": len(result),
+                "digest": digest,
+                "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            }
+        )
+    )
 
 
 def child(tool: str, path: str, support: float, repeat: int) -> None:
@@ -188,8 +215,10 @@ def report(name: str, support: float, rows: list[dict[str, object]]) -> None:
     if ref:
         head += f" (min count {ref['min_count']}), {ref['n_baskets']} baskets, {ref['itemsets']} frequent itemsets"
     print(f"\n{head}")
-    print(f"{'tool':<20}{'mine s':>9}{'total s':>9}{'peak MB':>9}{'itemsets':>10}  {'agrees':<7}"
-          f"{'mine ratio':>11}{'total ratio':>12}")
+    print(
+        f"{'tool':<20}{'mine s':>9}{'total s':>9}{'peak MB':>9}{'itemsets':>10}  {'agrees':<7}"
+        f"{'mine ratio':>11}{'total ratio':>12}"
+    )
     for r in rows:
         if "error" in r:
             print(f"{r['tool']:<20}  {r['error']}")
@@ -201,10 +230,11 @@ def report(name: str, support: float, rows: list[dict[str, object]]) -> None:
             rm, rt = float(ref["mine"]), float(ref["mine"]) + float(ref["read"])  # type: ignore[arg-type]
             ratio = f"{mine / rm:.2f}x"
             tratio = f"{total / rt:.2f}x"
-        print(f"{r['tool']:<20}{mine:>9.3f}{total:>9.3f}{float(r['peak_mb']):>9.0f}{r['itemsets']:>10}  "  # type: ignore[arg-type]
-              f"{agrees:<7}{ratio:>11}{tratio:>12}")
+        print(
+            f"{r['tool']:<20}{mine:>9.3f}{total:>9.3f}{float(r['peak_mb']):>9.0f}{r['itemsets']:>10}  "  # type: ignore[arg-type]
+            f"{agrees:<7}{ratio:>11}{tratio:>12}"
+        )
     print("ratios: the tool's time / dedupd-apriori's (above 1: dedupd is faster)")
-
 
 
 if __name__ == "__main__":

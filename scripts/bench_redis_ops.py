@@ -42,7 +42,7 @@ import numpy as np
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quality import server_cpu, start_redis  # noqa: E402
+from quality import server_cpu, start_redis
 
 BATCH = 6400  # joins per script call / pipeline: 256 documents x 25 bands, as the daemon sends
 
@@ -74,6 +74,79 @@ def measure(client: redis.Redis, joins: int, run: Callable[[int], None]) -> floa
     return (server_cpu(client) - before) / (batches * BATCH) * 1e6
 
 
+def fill_buckets(client: redis.Redis, names: list[str], rng: np.random.Generator) -> None:
+    """~15 fields per bucket hash, as after 63k documents."""
+    pipe = client.pipeline(transaction=False)
+    for i, name in enumerate(names):
+        pipe.hset(
+            name,
+            mapping={struct.pack("<I", int(x)): b"\x07\0\0\0" for x in rng.integers(0, 2**32, 15)},
+        )
+        if i % 5000 == 4999:
+            pipe.execute()
+    pipe.execute()
+
+
+def make_ways(
+    client: redis.Redis, names: list[str], joins: int, rng: np.random.Generator
+) -> list[tuple[str, Callable[[int], None]]]:
+    """The ways of sending ``joins`` bucket joins (and one warm-up batch), by name."""
+    script = client.register_script(LUA)
+    keys = rng.integers(0, len(names), joins + BATCH)  # one more batch: the warm-up
+    fields = rng.integers(0, 2**32, joins + BATCH, dtype=np.uint64).astype("<u4")
+
+    def lua(call_it: str) -> Callable[[int], None]:
+        def run(b: int) -> None:
+            sel = [names[k] for k in keys[b * BATCH : (b + 1) * BATCH].tolist()]
+            ends = np.zeros(len(sel) + 1, dtype="<u4")
+            np.cumsum([len(s) for s in sel], out=ends[1:])
+            script(
+                args=[
+                    "".join(sel),
+                    ends.tobytes(),
+                    fields[b * BATCH : (b + 1) * BATCH].tobytes(),
+                    call_it,
+                ]
+            )
+
+        return run
+
+    def native(transaction: bool) -> Callable[[int], None]:
+        def run(b: int) -> None:
+            p = client.pipeline(transaction=transaction)
+            for k, f in zip(
+                keys[b * BATCH : (b + 1) * BATCH].tolist(),
+                fields[b * BATCH : (b + 1) * BATCH].tolist(),
+                strict=True,
+            ):
+                p.hsetnx(names[k], struct.pack("<I", f), b"abcd")
+            p.execute()
+
+        return run
+
+    table_slots = 1 << 18
+    for band in range(25):
+        client.setrange(f"table:{band}", table_slots * 4 - 1, b"\0")
+
+    def bitfield(b: int) -> None:
+        p = client.pipeline(transaction=False)
+        slots = rng.integers(0, table_slots, BATCH).tolist()
+        for start in range(0, BATCH, 256):
+            ops: list[object] = []
+            for s in slots[start : start + 256]:
+                ops += ["SET", "u32", f"#{s}", 12345]
+            p.execute_command("BITFIELD", f"table:{(start // 256) % 25}", *ops)
+        p.execute()
+
+    return [
+        ("lua-hsetnx", lua("1")),
+        ("pipelined-hsetnx", native(False)),
+        ("multi-hsetnx", native(True)),
+        ("lua-loop-only", lua("0")),
+        ("bitfield-set", bitfield),
+    ]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--joins", type=int, default=128_000, help="bucket joins per way (multiple of 6,400)")
@@ -82,8 +155,10 @@ def main() -> int:
     ap.add_argument("--redis-server", default=shutil.which("redis-server"), help="redis-server binary")
     args = ap.parse_args()
     if not args.redis_server:
-        print("redis-server not found: install it (apt-get install -y redis-server) or pass --redis-server",
-              file=sys.stderr)
+        print(
+            "redis-server not found: install it (apt-get install -y redis-server) or pass --redis-server",
+            file=sys.stderr,
+        )
         return 2
     rng = np.random.default_rng(0)
     n_keys = 25 * 4096
@@ -92,59 +167,20 @@ def main() -> int:
         proc, port = start_redis(args.redis_server, Path(tmp))
         try:
             client = redis.Redis(port=port)
-            pipe = client.pipeline(transaction=False)
-            for i, name in enumerate(names):  # ~15 fields per bucket hash, as after 63k documents
-                pipe.hset(name, mapping={struct.pack("<I", int(x)): b"\x07\0\0\0"
-                                         for x in rng.integers(0, 2**32, 15)})
-                if i % 5000 == 4999:
-                    pipe.execute()
-            pipe.execute()
-            script = client.register_script(LUA)
-            keys = rng.integers(0, n_keys, args.joins + BATCH)  # one more batch: the warm-up
-            fields = rng.integers(0, 2**32, args.joins + BATCH, dtype=np.uint64).astype("<u4")
-
-            def lua(call_it: str) -> Callable[[int], None]:
-                def run(b: int) -> None:
-                    sel = [names[k] for k in keys[b * BATCH : (b + 1) * BATCH].tolist()]
-                    ends = np.zeros(len(sel) + 1, dtype="<u4")
-                    np.cumsum([len(s) for s in sel], out=ends[1:])
-                    script(args=["".join(sel), ends.tobytes(), fields[b * BATCH : (b + 1) * BATCH].tobytes(),
-                                 call_it])
-                return run
-
-            def native(transaction: bool) -> Callable[[int], None]:
-                def run(b: int) -> None:
-                    p = client.pipeline(transaction=transaction)
-                    for k, f in zip(keys[b * BATCH : (b + 1) * BATCH].tolist(),
-                                    fields[b * BATCH : (b + 1) * BATCH].tolist(), strict=True):
-                        p.hsetnx(names[k], struct.pack("<I", f), b"abcd")
-                    p.execute()
-                return run
-
-            table_slots = 1 << 18
-            for band in range(25):
-                client.setrange(f"table:{band}", table_slots * 4 - 1, b"\0")
-
-            def bitfield(b: int) -> None:
-                p = client.pipeline(transaction=False)
-                slots = rng.integers(0, table_slots, BATCH).tolist()
-                for start in range(0, BATCH, 256):
-                    ops: list[object] = []
-                    for s in slots[start : start + 256]:
-                        ops += ["SET", "u32", f"#{s}", 12345]
-                    p.execute_command("BITFIELD", f"table:{(start // 256) % 25}", *ops)
-                p.execute()
-
-            ways = [("lua-hsetnx", lua("1")), ("pipelined-hsetnx", native(False)), ("multi-hsetnx", native(True)),
-                    ("lua-loop-only", lua("0")), ("bitfield-set", bitfield)]
-            print(f"redis-server {client.info('server')['redis_version']}, {args.joins} joins per way, "
-                  f"{BATCH} per call")
+            fill_buckets(client, names, rng)
+            ways = make_ways(client, names, args.joins, rng)
+            print(
+                f"redis-server {client.info('server')['redis_version']}, {args.joins} joins per way, "
+                f"{BATCH} per call"
+            )
             for r in range(args.rounds):
                 for name, run in ways:
                     us = measure(client, args.joins, run)
                     ceiling = 1e6 / (us * args.bands) if us > 0 else float("inf")
-                    print(f"  round {r + 1}  {name:18s} {us:6.2f} us of server CPU per join -> at most "
-                          f"{ceiling:9,.0f} docs/s with {args.bands} bands and nothing else")
+                    print(
+                        f"  round {r + 1}  {name:18s} {us:6.2f} us of server CPU per join -> at most "
+                        f"{ceiling:9,.0f} docs/s with {args.bands} bands and nothing else"
+                    )
         finally:
             proc.terminate()
             proc.wait()

@@ -36,8 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dedupd.minhash import MinHasher, OnePermHasher, estimate  # noqa: E402
-from dedupd.spec import ShingleSpec  # noqa: E402
 from dedupd.shingling import Shingler  # noqa: E402
+from dedupd.spec import ShingleSpec  # noqa: E402
 
 WORD = re.compile(r"\w+")
 BATCH = 256  # the daemon's default batch_size
@@ -128,8 +128,9 @@ def accuracy(texts: list[str], pairs: int = 3000) -> dict[str, dict[str, float]]
         for h in s[:3].tolist():
             index.setdefault(h, []).append(i)
     cand = {(a, b) for ids in index.values() if 1 < len(ids) < 50 for a in ids for b in ids if a < b}
-    chosen = list(cand)[:pairs] + [tuple(sorted(rng.choice(len(sets), 2, replace=False).tolist()))
-                                   for _ in range(pairs // 3)]
+    chosen = list(cand)[:pairs] + [
+        tuple(sorted(rng.choice(len(sets), 2, replace=False).tolist())) for _ in range(pairs // 3)
+    ]
     out: dict[str, dict[str, float]] = {}
     for name, hasher in (("classic", MinHasher(128, 1)), ("oph", OnePermHasher(128, 1))):
         sigs = [hasher.signature(s) if s.size else None for s in sets]
@@ -159,9 +160,13 @@ def main() -> None:
     ap.add_argument("--accuracy", action="store_true", help="also measure estimate error on real pairs")
     args = ap.parse_args()
 
-    contenders = [("dedupd oph", dedupd_runner("oph")), ("dedupd classic", dedupd_runner("classic")),
-                  ("rensa RMinHash", rensa_run), ("datasketch MinHash", datasketch_run),
-                  ("(python shingling alone)", shingling_only)]
+    contenders = [
+        ("dedupd oph", dedupd_runner("oph")),
+        ("dedupd classic", dedupd_runner("classic")),
+        ("rensa RMinHash", rensa_run),
+        ("datasketch MinHash", datasketch_run),
+        ("(python shingling alone)", shingling_only),
+    ]
     report: dict[str, dict[str, dict[str, float]]] = {}
     for corpus, limit in (("debian", args.docs_short), ("python", args.docs_long)):
         texts = load(corpus, limit)
@@ -172,7 +177,9 @@ def main() -> None:
             fn(texts[: min(50, len(texts))])  # warm up (imports, memo tables)
             secs = timed(fn, texts, args.repeat)
             rows[name] = {"docs_per_s": len(texts) / secs, "mb_per_s": mb / secs, "seconds": secs}
-            print(f"  {name:26s} {len(texts) / secs:10.0f} docs/s {mb / secs:8.2f} MB/s  ({secs:.2f}s median)")
+            print(
+                f"  {name:26s} {len(texts) / secs:10.0f} docs/s {mb / secs:8.2f} MB/s  ({secs:.2f}s median)"
+            )
         for scheme in ("dedupd oph", "dedupd classic"):
             ours = rows[scheme]["docs_per_s"]
             for peer in ("rensa RMinHash", "datasketch MinHash"):

@@ -73,10 +73,11 @@ for _p in (str(SCRIPTS), str(REPO)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-import corpora
-import quality
-from bench_signatures import python_shingles
-from quality import SetupError, group_state, server_cpu, start_redis, tail
+# the sibling scripts, importable once their directory is on sys.path (above)
+import corpora  # noqa: E402
+import quality  # noqa: E402
+from bench_signatures import python_shingles  # noqa: E402
+from quality import SetupError, group_state, server_cpu, start_redis, tail  # noqa: E402
 
 STREAM, ALERTS, DEAD, GROUP = quality.STREAM, quality.ALERTS, quality.DEAD, quality.GROUP
 THRESHOLD, NUM_PERM = 0.8, 128
@@ -108,8 +109,9 @@ class Corpus:
             self.path = path
         else:  # a prefix of the corpus: push exactly these lines
             self.path = workdir / f"{name}-{len(lines)}.jsonl"
-            self.path.write_text("".join(line if line.endswith("\n") else line + "\n" for line in lines),
-                                 encoding="utf-8")
+            self.path.write_text(
+                "".join(line if line.endswith("\n") else line + "\n" for line in lines), encoding="utf-8"
+            )
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -168,8 +170,11 @@ class FreshRedis:
 
 def key_family(key: str, prefix: str = "dedupd") -> str:
     """Group dedupd's keys: per-document records and bucket shards collapse to one family each."""
-    for marker, fam in ((f"{prefix}:doc:", f"{prefix}:doc:*"), (f"{prefix}:b:", f"{prefix}:b:* (buckets)"),
-                        (f"{prefix}:hb:", f"{prefix}:hb:*")):
+    for marker, fam in (
+        (f"{prefix}:doc:", f"{prefix}:doc:*"),
+        (f"{prefix}:b:", f"{prefix}:b:* (buckets)"),
+        (f"{prefix}:hb:", f"{prefix}:hb:*"),
+    ):
         if key.startswith(marker):
             return fam
     return key
@@ -226,27 +231,49 @@ def daemon_notes(logs: list[Path], limit: int = 8) -> list[str]:
     return out
 
 
-def run_dedupd(corpus: Corpus, server: FreshRedis, dedupd: str, consumers: int, verify: str,
-               overrides: dict[str, str], workdir: Path, timeout: float) -> dict[str, Any]:
+def run_dedupd(
+    corpus: Corpus,
+    server: FreshRedis,
+    dedupd: str,
+    consumers: int,
+    verify: str,
+    overrides: dict[str, str],
+    workdir: Path,
+    timeout: float,
+) -> dict[str, Any]:
     client, url = server.client, server.url
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEDUPD_")}
-    env.update({"DEDUPD_REDIS_URL": url, "DEDUPD_DATA_DIR": str(workdir / "embedded"), "DEDUPD_VERIFY": verify})
+    env.update(
+        {"DEDUPD_REDIS_URL": url, "DEDUPD_DATA_DIR": str(workdir / "embedded"), "DEDUPD_VERIFY": verify}
+    )
     env.update(overrides)
     daemons: list[tuple[subprocess.Popen[bytes], Path]] = []
     try:
         for k in range(consumers):
             logf = workdir / f"serve-{corpus.name}-c{consumers}-{verify}-{time.strftime('%H%M%S')}-{k}.log"
             with open(logf, "wb") as fh:
-                daemons.append((subprocess.Popen([dedupd, "serve"], env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                                 start_new_session=True), logf))
+                daemons.append(
+                    (
+                        subprocess.Popen(
+                            [dedupd, "serve"],
+                            env=env,
+                            stdout=fh,
+                            stderr=subprocess.STDOUT,
+                            start_new_session=True,
+                        ),
+                        logf,
+                    )
+                )
         deadline = time.monotonic() + 60
         while (state := group_state(client)) is None or state["consumers"] < consumers:
             for proc, logf in daemons:
                 if proc.poll() is not None:
                     raise SetupError(f"dedupd serve exited with {proc.returncode} at start:\n{tail(logf)}")
             if time.monotonic() > deadline:
-                raise SetupError(f"{consumers} consumers did not join the group within 60s: {state}\n"
-                                 + tail(daemons[0][1]))
+                raise SetupError(
+                    f"{consumers} consumers did not join the group within 60s: {state}\n"
+                    + tail(daemons[0][1])
+                )
             time.sleep(0.05)
         time.sleep(0.2)  # let the daemons settle into their blocking read
         mem_before = used_memory(client)
@@ -257,8 +284,13 @@ def run_dedupd(corpus: Corpus, server: FreshRedis, dedupd: str, consumers: int, 
         push_log = workdir / f"push-{corpus.name}.log"
         t0 = time.perf_counter()
         with open(push_log, "wb") as fh:
-            push = subprocess.run([dedupd, "push", "--format", "jsonl", str(corpus.path)], check=False, env=env,
-                                  stdout=fh, stderr=subprocess.STDOUT)
+            push = subprocess.run(
+                [dedupd, "push", "--format", "jsonl", str(corpus.path)],
+                check=False,
+                env=env,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+            )
         push_s = time.perf_counter() - t0
         children1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the push only: the daemons still run
         push_cpu = (children1.ru_utime + children1.ru_stime) - (children0.ru_utime + children0.ru_stime)
@@ -283,9 +315,14 @@ def run_dedupd(corpus: Corpus, server: FreshRedis, dedupd: str, consumers: int, 
         breakdown[STREAM + " (deleted after the drain)"] = {"bytes": stream_usage, "keys": 1}
         indexed = int(client.hlen("{dedupd:ids}:fwd"))
         alerts, dead_len = int(client.xlen(ALERTS)), int(client.exists(DEAD) and client.xlen(DEAD))
-        dead_codes = Counter(f.get(b"error", b"?").decode() for _, f in quality.read_stream(client, DEAD)) \
-            if dead_len else Counter()
-        raw_meta = {k.decode(): v.decode("utf-8", "replace") for k, v in client.hgetall("dedupd:meta").items()}
+        dead_codes = (
+            Counter(f.get(b"error", b"?").decode() for _, f in quality.read_stream(client, DEAD))
+            if dead_len
+            else Counter()
+        )
+        raw_meta = {
+            k.decode(): v.decode("utf-8", "replace") for k, v in client.hgetall("dedupd:meta").items()
+        }
         try:
             meta = json.loads(raw_meta.get("spec", "{}"))
         except ValueError:
@@ -293,20 +330,36 @@ def run_dedupd(corpus: Corpus, server: FreshRedis, dedupd: str, consumers: int, 
         freed = mem_stopped - mem_no_stream
         per = max(1, indexed)
         return {
-            "consumers": consumers, "verify": verify, "overrides": overrides,
-            "docs": len(corpus), "indexed": indexed, "alerts": alerts, "dead_letters": dict(dead_codes),
-            "seconds": total_s, "push_s": push_s,
+            "consumers": consumers,
+            "verify": verify,
+            "overrides": overrides,
+            "docs": len(corpus),
+            "indexed": indexed,
+            "alerts": alerts,
+            "dead_letters": dict(dead_codes),
+            "seconds": total_s,
+            "push_s": push_s,
             # CPU seconds from the push to the drain, per document: where the time went
-            "cpu_us_per_doc": {"redis": redis_cpu / len(corpus) * 1e6, "daemons": daemon_cpu / len(corpus) * 1e6,
-                               "push": push_cpu / len(corpus) * 1e6},
-            "docs_per_s": len(corpus) / total_s, "mb_per_s": corpus.mb / total_s,
-            "mem_before": mem_before, "mem_after_push": mem_after_push, "mem_after_drain": mem_after_drain,
-            "mem_stopped": mem_stopped, "mem_without_stream": mem_no_stream,
-            "input_stream_bytes": freed, "input_stream_memory_usage": stream_usage,
+            "cpu_us_per_doc": {
+                "redis": redis_cpu / len(corpus) * 1e6,
+                "daemons": daemon_cpu / len(corpus) * 1e6,
+                "push": push_cpu / len(corpus) * 1e6,
+            },
+            "docs_per_s": len(corpus) / total_s,
+            "mb_per_s": corpus.mb / total_s,
+            "mem_before": mem_before,
+            "mem_after_push": mem_after_push,
+            "mem_after_drain": mem_after_drain,
+            "mem_stopped": mem_stopped,
+            "mem_without_stream": mem_no_stream,
+            "input_stream_bytes": freed,
+            "input_stream_memory_usage": stream_usage,
             "total_bytes_per_doc": (mem_after_drain - mem_before) / per,
             "index_bytes_per_doc": (mem_after_drain - mem_before - freed) / per,
             "drain_minus_push_bytes_per_doc": (mem_after_drain - mem_after_push) / per,
-            "breakdown": breakdown, "index_meta": meta, "daemon_exit_codes": codes,
+            "breakdown": breakdown,
+            "index_meta": meta,
+            "daemon_exit_codes": codes,
             "daemon_log_notes": notes,
         }
     finally:
@@ -323,8 +376,11 @@ def run_datasketch(corpus: Corpus, server: FreshRedis, n: int, mode: str) -> dic
     client, port = server.client, server.port
     ids, texts = corpus.ids[:n], corpus.texts[:n]
     mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
-    lsh = MinHashLSH(threshold=THRESHOLD, num_perm=NUM_PERM, storage_config={
-        "type": "redis", "basename": b"bench", "redis": {"host": "127.0.0.1", "port": port}})
+    lsh = MinHashLSH(
+        threshold=THRESHOLD,
+        num_perm=NUM_PERM,
+        storage_config={"type": "redis", "basename": b"bench", "redis": {"host": "127.0.0.1", "port": port}},
+    )
     mem_before = used_memory(client)
     lsh_s = 0.0
     with_candidates = 0
@@ -351,11 +407,20 @@ def run_datasketch(corpus: Corpus, server: FreshRedis, n: int, mode: str) -> dic
     secs = time.perf_counter() - t0
     mem_after = used_memory(client)
     return {
-        "mode": mode, "docs": n, "mb": mb, "bands": lsh.b, "rows": lsh.r, "seconds": secs,
-        "docs_per_s": n / secs, "mb_per_s": mb / secs, "lsh_seconds": lsh_s,
+        "mode": mode,
+        "docs": n,
+        "mb": mb,
+        "bands": lsh.b,
+        "rows": lsh.r,
+        "seconds": secs,
+        "docs_per_s": n / secs,
+        "mb_per_s": mb / secs,
+        "lsh_seconds": lsh_s,
         "lsh_only_docs_per_s": n / lsh_s if lsh_s else None,
         "docs_with_candidates": with_candidates if mode == "query+insert" else None,
-        "mem_before": mem_before, "mem_after": mem_after, "keys": int(client.dbsize()),
+        "mem_before": mem_before,
+        "mem_after": mem_after,
+        "keys": int(client.dbsize()),
         "bytes_per_doc": (mem_after - mem_before) / max(1, n),
     }
 
@@ -391,13 +456,46 @@ def human(n: float) -> str:
     return str(n)
 
 
-def bench_corpus(name: str, args: argparse.Namespace, redis_exe: str, dedupd: str,
-                 overrides: dict[str, str], workdir: Path) -> dict[str, Any]:
+def bench_corpus(
+    name: str, args: argparse.Namespace, redis_exe: str, dedupd: str, overrides: dict[str, str], workdir: Path
+) -> dict[str, Any]:
     corpus = load_corpus(name, args.docs, workdir)
     peer_n = args.peer_docs if args.peer_docs is not None else PEER_DOCS.get(corpus.name, DEFAULT_PEER_DOCS)
     peer_n = min(peer_n, len(corpus))
-    log(f"corpus {corpus.name}: {len(corpus)} documents ({corpus.unique_ids} distinct ids), {corpus.mb:.1f} MB "
-        f"from {corpus.source}; datasketch on the first {peer_n}")
+    log(
+        f"corpus {corpus.name}: {len(corpus)} documents ({corpus.unique_ids} distinct ids), {corpus.mb:.1f} MB "
+        f"from {corpus.source}; datasketch on the first {peer_n}"
+    )
+    runs = measure_runs(corpus, args, redis_exe, dedupd, overrides, workdir, peer_n)
+    rows = {label: median_run(rs) for label, rs in runs.items()}
+    print_table(corpus, args, overrides, peer_n, rows)
+    print_details(rows)
+    ratios = peer_ratios(rows)
+    targets = check_targets(corpus, rows)
+    return {
+        "docs": len(corpus),
+        "mb": corpus.mb,
+        "source": str(corpus.source),
+        "peer_docs": peer_n,
+        "repeat": args.repeat,
+        "overrides": overrides,
+        "rows": rows,
+        "ratios": ratios,
+        "targets_met": targets,
+    }
+
+
+def measure_runs(
+    corpus: Corpus,
+    args: argparse.Namespace,
+    redis_exe: str,
+    dedupd: str,
+    overrides: dict[str, str],
+    workdir: Path,
+    peer_n: int,
+) -> dict[str, list[dict[str, Any]]]:
+    """Every configuration of dedupd and every datasketch mode, ``--repeat`` times, each on a fresh
+    redis-server: the runs by label."""
     configs = [(c, v) for c in args.consumers for v in args.verify]
     runs: dict[str, list[dict[str, Any]]] = {}
     peers = ["query+insert", "session"] if peer_n and not args.no_peers else []
@@ -406,9 +504,11 @@ def bench_corpus(name: str, args: argparse.Namespace, redis_exe: str, dedupd: st
             label = f"dedupd c={c} verify={v}"
             with FreshRedis(redis_exe, workdir) as server:
                 r = run_dedupd(corpus, server, dedupd, c, v, overrides, workdir, args.timeout)
-            log(f"  [{rep + 1}/{args.repeat}] {label}: {r['seconds']:.2f}s (push {r['push_s']:.2f}s), "
+            log(
+                f"  [{rep + 1}/{args.repeat}] {label}: {r['seconds']:.2f}s (push {r['push_s']:.2f}s), "
                 f"{r['docs_per_s']:.0f} docs/s, {r['mb_per_s']:.2f} MB/s, index {r['index_bytes_per_doc']:.0f} B/doc, "
-                f"{r['alerts']} alerts, exit {r['daemon_exit_codes']}")
+                f"{r['alerts']} alerts, exit {r['daemon_exit_codes']}"
+            )
             for note in r["daemon_log_notes"]:
                 log(f"    daemon log: {note}")
             runs.setdefault(label, []).append(r)
@@ -416,45 +516,83 @@ def bench_corpus(name: str, args: argparse.Namespace, redis_exe: str, dedupd: st
             label = f"datasketch {mode}"
             with FreshRedis(redis_exe, workdir) as server:
                 r = run_datasketch(corpus, server, peer_n, mode)
-            log(f"  [{rep + 1}/{args.repeat}] {label} ({peer_n} docs, b={r['bands']} r={r['rows']}): "
-                f"{r['seconds']:.2f}s, {r['docs_per_s']:.0f} docs/s, {r['bytes_per_doc']:.0f} B/doc")
+            log(
+                f"  [{rep + 1}/{args.repeat}] {label} ({peer_n} docs, b={r['bands']} r={r['rows']}): "
+                f"{r['seconds']:.2f}s, {r['docs_per_s']:.0f} docs/s, {r['bytes_per_doc']:.0f} B/doc"
+            )
             runs.setdefault(label, []).append(r)
-    rows = {label: median_run(rs) for label, rs in runs.items()}
+    return runs
 
-    # --- table
-    print(f"\n== {corpus.name}: {len(corpus)} docs, {corpus.mb:.1f} MB; word:3, num_perm {NUM_PERM}, "
-          f"threshold {THRESHOLD}; medians of {args.repeat}; datasketch on the first {peer_n} docs "
-          f"(compare rates, not totals)" + (f"; overrides {overrides}" if overrides else ""))
-    print(f"  {'':34s} {'docs':>6s} {'seconds':>8s} {'docs/s':>9s} {'MB/s':>7s} {'B/doc total':>11s} "
-          f"{'B/doc index':>11s} {'drain-push':>10s}")
+
+def print_table(
+    corpus: Corpus,
+    args: argparse.Namespace,
+    overrides: dict[str, str],
+    peer_n: int,
+    rows: dict[str, dict[str, Any]],
+) -> None:
+    """One line per configuration: documents, seconds, rates and bytes per document."""
+    print(
+        f"\n== {corpus.name}: {len(corpus)} docs, {corpus.mb:.1f} MB; word:3, num_perm {NUM_PERM}, "
+        f"threshold {THRESHOLD}; medians of {args.repeat}; datasketch on the first {peer_n} docs "
+        f"(compare rates, not totals)" + (f"; overrides {overrides}" if overrides else "")
+    )
+    print(
+        f"  {'':34s} {'docs':>6s} {'seconds':>8s} {'docs/s':>9s} {'MB/s':>7s} {'B/doc total':>11s} "
+        f"{'B/doc index':>11s} {'drain-push':>10s}"
+    )
     for label, r in rows.items():
         if label.startswith("dedupd"):
-            print(f"  {label:34s} {r['docs']:6d} {r['seconds']:8.2f} {r['docs_per_s']:9.0f} {r['mb_per_s']:7.2f} "
-                  f"{r['total_bytes_per_doc']:11.0f} {r['index_bytes_per_doc']:11.0f} "
-                  f"{r['drain_minus_push_bytes_per_doc']:10.0f}")
+            print(
+                f"  {label:34s} {r['docs']:6d} {r['seconds']:8.2f} {r['docs_per_s']:9.0f} {r['mb_per_s']:7.2f} "
+                f"{r['total_bytes_per_doc']:11.0f} {r['index_bytes_per_doc']:11.0f} "
+                f"{r['drain_minus_push_bytes_per_doc']:10.0f}"
+            )
         else:
             name = f"{label} (b={r['bands']} r={r['rows']})"
-            print(f"  {name:34s} {r['docs']:6d} {r['seconds']:8.2f} "
-                  f"{r['docs_per_s']:9.0f} {r['mb_per_s']:7.2f} {r['bytes_per_doc']:11.0f} {r['bytes_per_doc']:11.0f} "
-                  f"{'':>10s}")
+            print(
+                f"  {name:34s} {r['docs']:6d} {r['seconds']:8.2f} "
+                f"{r['docs_per_s']:9.0f} {r['mb_per_s']:7.2f} {r['bytes_per_doc']:11.0f} {r['bytes_per_doc']:11.0f} "
+                f"{'':>10s}"
+            )
+
+
+def print_details(rows: dict[str, dict[str, Any]]) -> None:
+    """dedupd's memory by key family, index and CPU; datasketch's Redis time and keys."""
     for label, r in rows.items():
         if label.startswith("dedupd"):
-            parts = ", ".join(f"{fam} {human(v['bytes'])}/{v['keys']} keys" for fam, v in list(r["breakdown"].items())[:6])
-            print(f"  {label} memory by key: {parts}; input stream freed {human(r['input_stream_bytes'])} "
-                  f"(MEMORY USAGE {human(r['input_stream_memory_usage'])})")
-            print(f"  {label} index {r['index_meta'].get('bands', '?')}x{r['index_meta'].get('rows', '?')}, "
-                  f"{r['indexed']} indexed, {r['alerts']} alerts, dead letters {r['dead_letters'] or 0}, "
-                  f"push alone {r['push_s']:.2f}s, runs {r['runs_seconds']}")
+            parts = ", ".join(
+                f"{fam} {human(v['bytes'])}/{v['keys']} keys" for fam, v in list(r["breakdown"].items())[:6]
+            )
+            print(
+                f"  {label} memory by key: {parts}; input stream freed {human(r['input_stream_bytes'])} "
+                f"(MEMORY USAGE {human(r['input_stream_memory_usage'])})"
+            )
+            print(
+                f"  {label} index {r['index_meta'].get('bands', '?')}x{r['index_meta'].get('rows', '?')}, "
+                f"{r['indexed']} indexed, {r['alerts']} alerts, dead letters {r['dead_letters'] or 0}, "
+                f"push alone {r['push_s']:.2f}s, runs {r['runs_seconds']}"
+            )
             cpu = r.get("cpu_us_per_doc")
             if cpu:
-                print(f"  {label} CPU per document, push to drain: redis-server {cpu['redis']:.0f} us, "
-                      f"daemons {cpu['daemons']:.0f} us, push {cpu['push']:.0f} us")
+                print(
+                    f"  {label} CPU per document, push to drain: redis-server {cpu['redis']:.0f} us, "
+                    f"daemons {cpu['daemons']:.0f} us, push {cpu['push']:.0f} us"
+                )
         else:
-            extra = (f", {r['docs_with_candidates']} docs had candidates" if r["docs_with_candidates"] is not None
-                     else "")
-            print(f"  {label}: Redis calls alone {r['lsh_seconds']:.2f}s ({r['lsh_only_docs_per_s'] or 0:.0f} docs/s), "
-                  f"{r['keys']} keys{extra}, runs {r['runs_seconds']}")
+            extra = (
+                f", {r['docs_with_candidates']} docs had candidates"
+                if r["docs_with_candidates"] is not None
+                else ""
+            )
+            print(
+                f"  {label}: Redis calls alone {r['lsh_seconds']:.2f}s ({r['lsh_only_docs_per_s'] or 0:.0f} docs/s), "
+                f"{r['keys']} keys{extra}, runs {r['runs_seconds']}"
+            )
 
+
+def peer_ratios(rows: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """dedupd's rate over each peer's, and each peer's index bytes per document over dedupd's (printed)."""
     ratios: dict[str, float] = {}
     for ours, r in rows.items():
         if not ours.startswith("dedupd"):
@@ -462,38 +600,57 @@ def bench_corpus(name: str, args: argparse.Namespace, redis_exe: str, dedupd: st
         for peer, p in rows.items():
             if peer.startswith("datasketch"):
                 ratios[f"{ours} / {peer} docs/s"] = r["docs_per_s"] / p["docs_per_s"]
-                ratios[f"{peer} / {ours} index B/doc"] = p["bytes_per_doc"] / max(1e-9, r["index_bytes_per_doc"])
+                ratios[f"{peer} / {ours} index B/doc"] = p["bytes_per_doc"] / max(
+                    1e-9, r["index_bytes_per_doc"]
+                )
     if ratios:
         print("  ratios:")
         for k, v in ratios.items():
             print(f"    {k:70s} {v:8.1f}x")
+    return ratios
 
+
+def check_targets(corpus: Corpus, rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Which of issue 3's targets each dedupd configuration meets (printed)."""
     targets: dict[str, Any] = {}
     for label, r in rows.items():
         if not label.startswith("dedupd"):
             continue
-        t: dict[str, Any] = {"index_bytes_per_doc": r["index_bytes_per_doc"] <= TARGETS["index_bytes_per_doc"]}
+        t: dict[str, Any] = {
+            "index_bytes_per_doc": r["index_bytes_per_doc"] <= TARGETS["index_bytes_per_doc"]
+        }
         if corpus.name == "debian":
             t["docs_per_s"] = r["docs_per_s"] >= TARGETS["debian_docs_per_s"]
         if corpus.name == "python":
             t["mb_per_s"] = r["mb_per_s"] >= TARGETS["python_mb_per_s"]
         targets[label] = t
-    print(f"  targets (issue 3: >= {TARGETS['debian_docs_per_s']} docs/s on debian, >= {TARGETS['python_mb_per_s']:g} "
-          f"MB/s on python, <= {TARGETS['index_bytes_per_doc']} B/doc index; met = True):")
+    print(
+        f"  targets (issue 3: >= {TARGETS['debian_docs_per_s']} docs/s on debian, >= {TARGETS['python_mb_per_s']:g} "
+        f"MB/s on python, <= {TARGETS['index_bytes_per_doc']} B/doc index; met = True):"
+    )
     for label, t in targets.items():
         print(f"    {label:34s} " + "  ".join(f"{k}={v}" for k, v in t.items()))
-    return {"docs": len(corpus), "mb": corpus.mb, "source": str(corpus.source), "peer_docs": peer_n,
-            "repeat": args.repeat, "overrides": overrides, "rows": rows, "ratios": ratios, "targets_met": targets}
+    return targets
 
 
 # ----------------------------------------------------------------------------- main
 def git_commit() -> str:
     """The commit the daemons run (with ``+dirty`` when dedupd/ has uncommitted changes)."""
     try:
-        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], check=False, capture_output=True,
-                              text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "dedupd"],
-                               check=False, capture_output=True, text=True, timeout=10).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO), "status", "--porcelain", "--", "dedupd"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (head or "unknown") + ("+dirty" if dirty else "")
@@ -515,22 +672,47 @@ def verify_list(text: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpus", default="debian",
-                    help="debian, python, both, or a JSONL file of {\"id\", \"text\"} lines (default %(default)s)")
+    ap.add_argument(
+        "--corpus",
+        default="debian",
+        help='debian, python, both, or a JSONL file of {"id", "text"} lines (default %(default)s)',
+    )
     ap.add_argument("--docs", type=int, default=None, help="first N documents for dedupd (default: all)")
-    ap.add_argument("--peer-docs", type=int, default=None,
-                    help=f"first N documents for datasketch (default {PEER_DOCS['debian']} debian, "
-                         f"{PEER_DOCS['python']} python, {DEFAULT_PEER_DOCS} other; 0 skips it)")
-    ap.add_argument("--consumers", type=int_list, default=[1], metavar="N[,N...]",
-                    help="dedupd serve processes; a list gives one row each (default 1)")
-    ap.add_argument("--verify", type=verify_list, default=["exact", "signature"], metavar="MODE[,MODE]",
-                    help="DEDUPD_VERIFY of the dedupd rows (default exact,signature: exact is dedupd's default)")
-    ap.add_argument("--env", action="append", default=[], metavar="DEDUPD_K=V",
-                    help="extra daemon setting for every dedupd row (repeatable)")
+    ap.add_argument(
+        "--peer-docs",
+        type=int,
+        default=None,
+        help=f"first N documents for datasketch (default {PEER_DOCS['debian']} debian, "
+        f"{PEER_DOCS['python']} python, {DEFAULT_PEER_DOCS} other; 0 skips it)",
+    )
+    ap.add_argument(
+        "--consumers",
+        type=int_list,
+        default=[1],
+        metavar="N[,N...]",
+        help="dedupd serve processes; a list gives one row each (default 1)",
+    )
+    ap.add_argument(
+        "--verify",
+        type=verify_list,
+        default=["exact", "signature"],
+        metavar="MODE[,MODE]",
+        help="DEDUPD_VERIFY of the dedupd rows (default exact,signature: exact is dedupd's default)",
+    )
+    ap.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="DEDUPD_K=V",
+        help="extra daemon setting for every dedupd row (repeatable)",
+    )
     ap.add_argument("--repeat", type=int, default=1, help="runs of everything; medians reported (default 1)")
     ap.add_argument("--no-peers", action="store_true", help="skip datasketch")
-    ap.add_argument("--quick", action="store_true",
-                    help="smoke run: 200 documents, datasketch on 50, one repeat (unless given explicitly)")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: 200 documents, datasketch on 50, one repeat (unless given explicitly)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory (daemon and push logs)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds to wait for a drain")
     ap.add_argument("--dedupd", default=None, help="dedupd executable (default .venv/bin/dedupd, then PATH)")
@@ -551,14 +733,25 @@ def main(argv: list[str] | None = None) -> int:
         dedupd = quality.find_dedupd(args.dedupd)
         redis_exe = args.redis_server or shutil.which("redis-server")
         if not redis_exe:
-            raise SetupError("redis-server is not installed (apt-get install redis-server) or pass --redis-server")
+            raise SetupError(
+                "redis-server is not installed (apt-get install redis-server) or pass --redis-server"
+            )
         with FreshRedis(redis_exe, workdir) as server:
             version = server.client.info("server")["redis_version"]
-        log(f"dedupd at commit {git_commit()}; redis-server {version}, a fresh one on a free loopback port for every measured run "
+        log(
+            f"dedupd at commit {git_commit()}; redis-server {version}, a fresh one on a free loopback port for every measured run "
             f"(--save '' --appendonly no); {os.cpu_count()} CPUs, "
-            f"load average {os.getloadavg()[0]:.2f}")
-        report = {"commit": git_commit(), "redis_version": version, "cpus": os.cpu_count(), "python": platform.python_version(),
-                  "load_average_start": os.getloadavg()[0], "targets": TARGETS, "corpora": {}}
+            f"load average {os.getloadavg()[0]:.2f}"
+        )
+        report = {
+            "commit": git_commit(),
+            "redis_version": version,
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_average_start": os.getloadavg()[0],
+            "targets": TARGETS,
+            "corpora": {},
+        }
         for name in names:
             label = name if name in ("debian", "python") else Path(name).stem
             report["corpora"][label] = bench_corpus(name, args, redis_exe, dedupd, overrides, workdir)

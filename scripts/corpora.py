@@ -187,7 +187,7 @@ def module_key(path: str) -> str:
     rel = m.group(1) if m else path
     for prefix in ("site-packages/", "dist-packages/"):
         if rel.startswith(prefix):
-            rel = rel[len(prefix):]
+            rel = rel[len(prefix) :]
     return rel
 
 
@@ -243,8 +243,9 @@ def default_out(corpus: str, max_docs: int | None, limit: int | None, seed: int)
     return DATA_DIR / f"{name}.jsonl"
 
 
-def build(corpus: str, out: Path, *, max_docs: int | None = None, limit: int | None = None,
-          seed: int = DEFAULT_SEED) -> dict[str, object]:
+def build(
+    corpus: str, out: Path, *, max_docs: int | None = None, limit: int | None = None, seed: int = DEFAULT_SEED
+) -> dict[str, object]:
     """Write the corpus to ``out`` (atomically) and return facts about it."""
     report: dict[str, object] = {"corpus": corpus, "path": str(out)}
     if corpus == "debian":
@@ -277,8 +278,15 @@ def build(corpus: str, out: Path, *, max_docs: int | None = None, limit: int | N
     return report
 
 
-def ensure(corpus: str, *, max_docs: int | None = None, limit: int | None = None,
-           seed: int = DEFAULT_SEED, out: Path | None = None, force: bool = False) -> Path:
+def ensure(
+    corpus: str,
+    *,
+    max_docs: int | None = None,
+    limit: int | None = None,
+    seed: int = DEFAULT_SEED,
+    out: Path | None = None,
+    force: bool = False,
+) -> Path:
     """The corpus file, built if missing (used by scripts/quality.py)."""
     path = out or default_out(corpus, max_docs, limit, seed)
     if force or not path.exists():
@@ -288,22 +296,39 @@ def ensure(corpus: str, *, max_docs: int | None = None, limit: int | None = None
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("corpus", choices=["debian", "python"], help="which corpus to build")
-    ap.add_argument("--max-docs", type=int, default=None,
-                    help="cap the corpus with a fixed-seed sample (python: whole modules at a time)")
+    ap.add_argument(
+        "--max-docs",
+        type=int,
+        default=None,
+        help="cap the corpus with a fixed-seed sample (python: whole modules at a time)",
+    )
     ap.add_argument("--limit", type=int, default=None, help="keep only the first N documents (sorted)")
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED, help="sampling seed (default %(default)s)")
-    ap.add_argument("--out", type=Path, default=None,
-                    help="output file (default data/<corpus>[-max<N>-seed<S>][-limit<N>].jsonl)")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output file (default data/<corpus>[-max<N>-seed<S>][-limit<N>].jsonl)",
+    )
     ap.add_argument("--force", action="store_true", help="rebuild even if the output file exists")
     args = ap.parse_args(argv)
     path = args.out or default_out(args.corpus, args.max_docs, args.limit, args.seed)
     if path.exists() and not args.force:
-        n = sum(1 for _ in open(path, encoding="utf-8"))
-        print(json.dumps({"corpus": args.corpus, "path": str(path), "docs": n,
-                          "file_mb": round(path.stat().st_size / 1e6, 2), "cached": True}))
+        with open(path, encoding="utf-8") as f:
+            n = sum(1 for _ in f)
+        print(
+            json.dumps(
+                {
+                    "corpus": args.corpus,
+                    "path": str(path),
+                    "docs": n,
+                    "file_mb": round(path.stat().st_size / 1e6, 2),
+                    "cached": True,
+                }
+            )
+        )
         return 0
     report = build(args.corpus, path, max_docs=args.max_docs, limit=args.limit, seed=args.seed)
     print(json.dumps(report))

@@ -98,7 +98,9 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(" ".join(b) + "\n" for b in baskets))
     n_items = sum(len(b) for b in baskets)
-    print(f"{len(baskets)} baskets, {n_items} items ({n_items / max(1, len(baskets)):.1f} per basket) -> {out}")
+    print(
+        f"{len(baskets)} baskets, {n_items} items ({n_items / max(1, len(baskets)):.1f} per basket) -> {out}"
+    )
 
 
 if __name__ == "__main__":

@@ -22,13 +22,14 @@ from pathlib import Path
 import numpy as np
 
 
-def patterns(rng: np.random.Generator, n_items: int, n_patterns: int, avg_size: float,
-             corr: float) -> list[np.ndarray]:
+def patterns(
+    rng: np.random.Generator, n_items: int, n_patterns: int, avg_size: float, corr: float
+) -> list[np.ndarray]:
     out: list[np.ndarray] = []
     prev = np.zeros(0, dtype=np.int64)
     for _ in range(n_patterns):
         size = max(1, int(rng.poisson(avg_size)))
-        take = min(len(prev), int(round(min(1.0, rng.exponential(corr)) * size)))
+        take = min(len(prev), round(min(1.0, rng.exponential(corr)) * size))
         from_prev = rng.choice(prev, size=take, replace=False) if take else np.zeros(0, dtype=np.int64)
         rest = rng.choice(n_items, size=size, replace=False)
         items = np.unique(np.concatenate([from_prev, rest]))[:size] if take else np.unique(rest)
@@ -37,8 +38,15 @@ def patterns(rng: np.random.Generator, n_items: int, n_patterns: int, avg_size: 
     return out
 
 
-def generate(n_baskets: int, avg_len: float, avg_pat: float, n_items: int, n_patterns: int, seed: int,
-             corr: float = 0.5) -> list[np.ndarray]:
+def generate(
+    n_baskets: int,
+    avg_len: float,
+    avg_pat: float,
+    n_items: int,
+    n_patterns: int,
+    seed: int,
+    corr: float = 0.5,
+) -> list[np.ndarray]:
     """The baskets as arrays of distinct item ids."""
     rng = np.random.default_rng(seed)
     pats = patterns(rng, n_items, n_patterns, avg_pat, corr)

@@ -46,8 +46,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from dedupd.spec import ShingleSpec  # noqa: E402
 from dedupd.shingling import Shingler  # noqa: E402
+from dedupd.spec import ShingleSpec  # noqa: E402
 
 U64Array = npt.NDArray[np.uint64]
 
@@ -112,11 +112,15 @@ class Pairs:
         return self.inter / self.union
 
     def as_set(self) -> set[tuple[int, int]]:
-        return set(zip(self.i.tolist(), self.j.tolist()))
+        return set(zip(self.i.tolist(), self.j.tolist(), strict=True))
 
 
-def similar_pairs(sets: Sequence[npt.NDArray[np.integer]], threshold: float | str | Fraction = 0.8,
-                  chunk_rows: int = 2000, max_chunk_cells: int = 60_000_000) -> Pairs:
+def similar_pairs(
+    sets: Sequence[npt.NDArray[np.integer]],
+    threshold: float | str | Fraction = 0.8,
+    chunk_rows: int = 2000,
+    max_chunk_cells: int = 60_000_000,
+) -> Pairs:
     """Every pair (i < j) with exact Jaccard(sets[i], sets[j]) >= threshold.
 
     Args:
@@ -180,7 +184,9 @@ def pair_jaccard(a: npt.NDArray[np.integer], b: npt.NDArray[np.integer]) -> floa
     return inter / (np.unique(a).size + np.unique(b).size - inter)
 
 
-def naive_pairs(sets: Sequence[Iterable[int]], threshold: float | str | Fraction = 0.8) -> dict[tuple[int, int], Fraction]:
+def naive_pairs(
+    sets: Sequence[Iterable[int]], threshold: float | str | Fraction = 0.8
+) -> dict[tuple[int, int], Fraction]:
     """Pure-Python reference: every pair (i < j) with Jaccard >= threshold, as exact Fractions."""
     t = threshold_fraction(threshold)
     py = [set(int(v) for v in s) for s in sets]
@@ -210,7 +216,7 @@ def read_jsonl(path: Path) -> tuple[list[str], list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("corpus", type=Path, help="JSONL file of {\"id\", \"text\"} lines")
+    ap.add_argument("corpus", type=Path, help='JSONL file of {"id", "text"} lines')
     ap.add_argument("--threshold", default="0.8", help="Jaccard threshold (default %(default)s)")
     ap.add_argument("--shingle", default="word:3", help="shingling, word:K or char:K (default %(default)s)")
     ap.add_argument("--show", type=int, default=5, help="print this many example pairs")
@@ -223,8 +229,16 @@ def main(argv: list[str] | None = None) -> int:
     t2 = time.perf_counter()
     for k in range(min(args.show, len(pairs))):
         print(f"  {ids[pairs.i[k]]!r} ~ {ids[pairs.j[k]]!r}  J={pairs.inter[k]}/{pairs.union[k]}")
-    print(json.dumps({"docs": len(ids), "pairs": len(pairs), "shingle_s": round(t1 - t0, 2),
-                      "pairs_s": round(t2 - t1, 2)}))
+    print(
+        json.dumps(
+            {
+                "docs": len(ids),
+                "pairs": len(pairs),
+                "shingle_s": round(t1 - t0, 2),
+                "pairs_s": round(t2 - t1, 2),
+            }
+        )
+    )
     return 0
 
 

@@ -49,6 +49,8 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -98,9 +100,24 @@ def free_port() -> int:
 def start_redis(exe: str, workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     proc = subprocess.Popen(
-        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(workdir), "--logfile", str(workdir / "redis.log")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            exe,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(workdir),
+            "--logfile",
+            str(workdir / "redis.log"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     client = redis.Redis(port=port)
     deadline = time.monotonic() + 15
     while True:
@@ -110,8 +127,9 @@ def start_redis(exe: str, workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
         except redis.ConnectionError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
-                raise SetupError(f"redis-server did not start on port {port} (see {workdir / 'redis.log'})") \
-                    from None
+                raise SetupError(
+                    f"redis-server did not start on port {port} (see {workdir / 'redis.log'})"
+                ) from None
             time.sleep(0.05)
     client.close()
     return proc, port
@@ -122,6 +140,7 @@ def connect_existing(url: str, cluster: bool) -> Any:
     try:
         if cluster:
             import redis.cluster
+
             client: Any = redis.cluster.RedisCluster.from_url(url)
             client.flushall(target_nodes=redis.cluster.RedisCluster.PRIMARIES)
         else:
@@ -141,6 +160,7 @@ def server_cpu(client: redis.Redis) -> float:
 def used_memory(client: Any) -> int:
     """INFO used_memory, summed over the primaries of a cluster."""
     import redis.cluster
+
     if isinstance(client, redis.cluster.RedisCluster):
         infos = client.info("memory", target_nodes=redis.cluster.RedisCluster.PRIMARIES)
         return sum(int(v["used_memory"]) for v in infos.values() if isinstance(v, dict))
@@ -161,9 +181,14 @@ def group_state(client: redis.Redis) -> dict[str, Any] | None:
     return monitor_group_state(client, Keys())
 
 
-def wait_drained(client: redis.Redis, expected: int, daemons: list[tuple[subprocess.Popen[bytes], Path]],
-                 timeout: float, poll: float, report: Callable[[dict[str, Any] | None], None] | None = None
-                 ) -> None:
+def wait_drained(
+    client: redis.Redis,
+    expected: int,
+    daemons: list[tuple[subprocess.Popen[bytes], Path]],
+    timeout: float,
+    poll: float,
+    report: Callable[[dict[str, Any] | None], None] | None = None,
+) -> None:
     """Wait until the group has read ``expected`` entries, has lag 0 and nothing pending.
 
     Raises:
@@ -208,8 +233,12 @@ def distinct_set_pairs(pairs: list[tuple[int, int]], sets: list[Any]) -> int:
     return len({tuple(sorted((key[i], key[j]))) for i, j in pairs})
 
 
-def summarize_misses(fn_pairs: list[tuple[int, int]], truth_j: dict[tuple[int, int], tuple[int, int]],
-                     sets: list[Any], threshold: str) -> dict[str, Any]:
+def summarize_misses(
+    fn_pairs: list[tuple[int, int]],
+    truth_j: dict[tuple[int, int], tuple[int, int]],
+    sets: list[Any],
+    threshold: str,
+) -> dict[str, Any]:
     """False negatives bucketed by exact Jaccard, and how many distinct set pairs they are."""
     t = oracle.threshold_fraction(threshold)
     edges = [float(t), 0.85, 0.9, 0.95, 1.0]
@@ -220,13 +249,16 @@ def summarize_misses(fn_pairs: list[tuple[int, int]], truth_j: dict[tuple[int, i
             buckets[f"={float(t):g}"] += 1
             continue
         jac = inter / union
-        for lo, hi in zip(edges, edges[1:]):
+        for lo, hi in pairwise(edges):
             if lo <= jac < hi:
                 buckets[f"[{lo:g},{hi:g})"] += 1
                 break
         else:
             buckets["=1"] += 1
-    return {"by_jaccard": dict(sorted(buckets.items())), "distinct_set_pairs": distinct_set_pairs(fn_pairs, sets)}
+    return {
+        "by_jaccard": dict(sorted(buckets.items())),
+        "distinct_set_pairs": distinct_set_pairs(fn_pairs, sets),
+    }
 
 
 # ----------------------------------------------------------------------------- main
@@ -254,36 +286,88 @@ def resolve_corpus(args: argparse.Namespace) -> Path:
     return path
 
 
-def run(args: argparse.Namespace) -> int:
-    overrides = parse_env(args.env)
+Daemons = list[tuple[subprocess.Popen[bytes], Path]]
+Pair = tuple[int, int]
+
+
+@dataclass
+class Truth:
+    """The corpus and the oracle's pairs."""
+
+    corpus_path: Path
+    ids: list[str]
+    n_lines: int  # non-blank lines of the corpus file (a repeated id is one document)
+    text_mb: float
+    sets: list[Any]  # each document's sorted distinct shingle hashes
+    pairs: dict[Pair, tuple[int, int]]  # (i, j) -> (intersection, union), for every pair with J >= threshold
+    oracle_s: float
+
+    @property
+    def pos(self) -> dict[str, int]:
+        return {doc_id: i for i, doc_id in enumerate(self.ids)}
+
+
+@dataclass
+class Found:
+    """What the alerts say."""
+
+    pairs: dict[Pair, float]  # (i, j) -> reported similarity
+    anomalies: Counter[str]
+    verify_modes: Counter[str]
+
+
+@dataclass
+class Comparison:
+    """Found pairs against the truth."""
+
+    tp: int
+    fp_pairs: list[Pair]
+    fn_pairs: list[Pair]
+    precision: float
+    recall: float
+    sim_err: float  # max |reported - exact| over the true positives
+
+
+def daemon_env(args: argparse.Namespace, overrides: dict[str, str]) -> dict[str, str]:
+    """The daemons' environment: this one without its DEDUPD_* variables, the shingle and threshold, and
+    the --env overrides."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEDUPD_")}
     env.update({"DEDUPD_SHINGLE": args.shingle, "DEDUPD_THRESHOLD": str(args.threshold)})
     env.update(overrides)
-    shingle, threshold = env["DEDUPD_SHINGLE"], env["DEDUPD_THRESHOLD"]
-    dedupd = find_dedupd(args.dedupd)
-    redis_exe = args.redis_server or shutil.which("redis-server")
-    if not redis_exe:
-        raise SetupError("redis-server is not installed (apt-get install redis-server) or pass --redis-server")
+    return env
 
-    # --- corpus and truth
+
+def compute_truth(args: argparse.Namespace, shingle: str, threshold: str) -> Truth:
+    """Read (or build) the corpus and compute every pair with exact J >= threshold."""
     corpus_path = resolve_corpus(args)
     ids, texts = oracle.read_jsonl(corpus_path)
-    n_lines = sum(1 for line in open(corpus_path, encoding="utf-8") if line.strip())
+    with open(corpus_path, encoding="utf-8") as f:
+        n_lines = sum(1 for line in f if line.strip())
     text_mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
-    log(f"corpus {corpus_path}: {len(ids)} documents, {text_mb:.1f} MB of text"
-        + (f" ({n_lines - len(ids)} repeated ids: the last text counts)" if n_lines != len(ids) else ""))
+    log(
+        f"corpus {corpus_path}: {len(ids)} documents, {text_mb:.1f} MB of text"
+        + (f" ({n_lines - len(ids)} repeated ids: the last text counts)" if n_lines != len(ids) else "")
+    )
     t0 = time.perf_counter()
     sets = oracle.shingle_sets(texts, shingle)
     truth = oracle.similar_pairs(sets, threshold)
     oracle_s = time.perf_counter() - t0
-    pos = {doc_id: i for i, doc_id in enumerate(ids)}
-    truth_j = {(int(i), int(j)): (int(a), int(u))
-               for i, j, a, u in zip(truth.i, truth.j, truth.inter, truth.union)}
-    log(f"oracle ({shingle}, J >= {threshold}): {len(truth_j)} true pairs among "
-        f"{sum(1 for s in sets if len(s))} non-empty shingle sets, {oracle_s:.1f}s")
+    truth_j = {
+        (int(i), int(j)): (int(a), int(u))
+        for i, j, a, u in zip(truth.i, truth.j, truth.inter, truth.union, strict=True)
+    }
+    log(
+        f"oracle ({shingle}, J >= {threshold}): {len(truth_j)} true pairs among "
+        f"{sum(1 for s in sets if len(s))} non-empty shingle sets, {oracle_s:.1f}s"
+    )
+    return Truth(corpus_path, ids, n_lines, text_mb, sets, truth_j, oracle_s)
 
-    # --- servers
-    workdir = Path(tempfile.mkdtemp(prefix="dedupd-quality-"))
+
+def start_servers(
+    args: argparse.Namespace, env: dict[str, str], redis_exe: str, workdir: Path
+) -> tuple[Any, str, subprocess.Popen[bytes] | None]:
+    """The Redis to use (an existing one, flushed, or a new redis-server in ``workdir``): its client, its
+    URL and the server process we started (None for an existing one). Points ``env`` at it."""
     redis_proc: subprocess.Popen[bytes] | None = None
     if args.redis_url:
         url = args.redis_url
@@ -300,238 +384,464 @@ def run(args: argparse.Namespace) -> int:
     env.setdefault("DEDUPD_DATA_DIR", str(workdir / "embedded"))
     shown_env = {k: v for k, v in env.items() if k.startswith("DEDUPD_") and k != "DEDUPD_DATA_DIR"}
     log("daemon environment: " + " ".join(f"{k}={v}" for k, v in sorted(shown_env.items())))
-    daemons: list[tuple[subprocess.Popen[bytes], Path]] = []
+    return client, url, redis_proc
+
+
+def start_daemons(
+    args: argparse.Namespace, dedupd: str, env: dict[str, str], workdir: Path, client: Any, daemons: Daemons
+) -> dict[str, Any]:
+    """Start ``--consumers`` x ``dedupd serve`` (appended to ``daemons`` as they start) and wait for the
+    consumer group; returns its state then."""
+    for k in range(args.consumers):
+        logf = workdir / f"serve-{k}.log"
+        with open(logf, "wb") as fh:
+            # own session: a signal to this script's process group does not reach the daemons
+            daemons.append(
+                (
+                    subprocess.Popen(
+                        [dedupd, "serve"],
+                        env=env,
+                        stdout=fh,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    ),
+                    logf,
+                )
+            )
+    deadline = time.monotonic() + 60
+    while (state := group_state(client)) is None or state["consumers"] < 1:
+        for proc, logf in daemons:
+            if proc.poll() is not None:
+                raise SetupError(f"dedupd serve exited with {proc.returncode} at start:\n{tail(logf)}")
+        if time.monotonic() > deadline:
+            raise SetupError("the consumer group did not appear within 60s:\n" + tail(daemons[0][1]))
+        time.sleep(0.1)
+    log(f"{args.consumers} x dedupd serve up; pushing")
+    return state
+
+
+def push_and_drain(
+    args: argparse.Namespace,
+    dedupd: str,
+    env: dict[str, str],
+    workdir: Path,
+    truth: Truth,
+    client: Any,
+    daemons: Daemons,
+) -> tuple[float, float]:
+    """``dedupd push`` the corpus and wait until the group has processed it: (push seconds, seconds from
+    the start of the push to drained)."""
+    t_push = time.perf_counter()
+    push_log = workdir / "push.log"
+    with open(push_log, "wb") as fh:
+        push = subprocess.run(
+            [dedupd, "push", "--format", "jsonl", str(truth.corpus_path)],
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+        )
+    push_s = time.perf_counter() - t_push
+    if push.returncode != 0:
+        raise SetupError(f"dedupd push exited with {push.returncode}:\n{tail(push_log)}")
+    log(f"pushed in {push_s:.1f}s; waiting for lag 0 and nothing pending")
+    wait_drained(
+        client,
+        truth.n_lines,
+        daemons,
+        args.timeout,
+        0.1,
+        report=lambda state: log(f"  {state}, alerts so far {client.xlen(ALERTS)}"),
+    )
+    return push_s, time.perf_counter() - t_push
+
+
+def found_pairs(raw_alerts: list[tuple[bytes, dict[bytes, bytes]]], pos: dict[str, int]) -> Found:
+    """The pairs the alerts report (unordered: (i, j) with i < j), and what is wrong with the alerts."""
+    found: dict[Pair, float] = {}
+    anomalies: Counter[str] = Counter()
+    alerts_per_id: Counter[str] = Counter()
+    verify_modes: Counter[str] = Counter()
+    for _entry_id, fields in raw_alerts:
+        f = {k.decode(): v.decode("utf-8", "replace") for k, v in fields.items()}
+        a = f.get("id")
+        if a is None or "matches" not in f:
+            anomalies["alert without id or matches"] += 1
+            continue
+        alerts_per_id[a] += 1
+        verify_modes[f.get("verify", "?")] += 1
+        matches = json.loads(f["matches"])
+        if not matches:
+            anomalies["alert with empty matches"] += 1
+        elif f.get("duplicate_of") != matches[0][0]:
+            anomalies["duplicate_of is not the first match"] += 1
+        for m_id, sim in matches:
+            if m_id == a:
+                anomalies["document matched with itself"] += 1
+                continue
+            if a not in pos or m_id not in pos:
+                anomalies["id not in the corpus"] += 1
+                continue
+            i, j = sorted((pos[a], pos[m_id]))
+            found[(i, j)] = float(sim)
+    twice = sum(1 for c in alerts_per_id.values() if c > 1)
+    if twice:
+        anomalies["documents alerted more than once"] = twice
+    return Found(found, anomalies, verify_modes)
+
+
+def compare(found: dict[Pair, float], truth_j: dict[Pair, tuple[int, int]]) -> Comparison:
+    """Precision, recall and the similarity error of the found pairs."""
+    tp = len(found.keys() & truth_j.keys())
+    sim_err = max(
+        (abs(found[p] - truth_j[p][0] / truth_j[p][1]) for p in found.keys() & truth_j.keys()),
+        default=0.0,
+    )
+    return Comparison(
+        tp=tp,
+        fp_pairs=sorted(found.keys() - truth_j.keys()),
+        fn_pairs=sorted(truth_j.keys() - found.keys()),
+        precision=tp / len(found) if found else 1.0,
+        recall=tp / len(truth_j) if truth_j else 1.0,
+        sim_err=sim_err,
+    )
+
+
+def print_summary(
+    args: argparse.Namespace,
+    truth: Truth,
+    found: Found,
+    cmp: Comparison,
+    n_alerts: int,
+    dead_codes: Counter[str],
+    settings: tuple[str, str, dict[str, str]],
+    timing: tuple[float, float],
+    used_mem: int,
+) -> None:
+    """The figures of the run, for people."""
+    shingle, threshold, overrides = settings
+    push_s, total_s = timing
+    ids, text_mb = truth.ids, truth.text_mb
+    print()
+    print(f"corpus            {truth.corpus_path}  ({len(ids)} docs, {text_mb:.1f} MB)")
+    print(
+        f"settings          {shingle}, threshold {threshold}, consumers {args.consumers}, "
+        f"verify {dict(found.verify_modes) or '-'}" + (f", overrides {overrides}" if overrides else "")
+    )
+    print(f"true pairs        {len(truth.pairs)}   (exact J >= {threshold})")
+    print(f"found pairs       {len(found.pairs)}   from {n_alerts} alerts")
+    print(f"true positives    {cmp.tp}")
+    print(f"false positives   {len(cmp.fp_pairs)}")
+    print(f"false negatives   {len(cmp.fn_pairs)}")
+    print(f"precision         {cmp.precision:.5f}")
+    print(f"recall            {cmp.recall:.5f}")
+    print(f"similarity error  max |reported - exact| over true positives = {cmp.sim_err:.5f}")
+    print(f"dead letters      {sum(dead_codes.values())} {dict(dead_codes) if dead_codes else ''}")
+    print(
+        f"throughput        {len(ids) / total_s:.0f} docs/s, {text_mb / total_s:.2f} MB/s "
+        f"({total_s:.1f}s push-to-drained, push alone {push_s:.1f}s)"
+    )
+    print(
+        f"redis memory      {used_mem / 1e6:.1f} MB used ({used_mem / max(1, len(ids)):.0f} B per document)"
+    )
+    if found.anomalies:
+        print(f"anomalies         {dict(found.anomalies)}")
+
+
+def show_pairs(
+    title: str,
+    pairs: list[Pair],
+    reported: bool,
+    n_show: int,
+    truth: Truth,
+    found: dict[Pair, float],
+    dead_ids: set[str],
+) -> None:
+    """The first ``n_show`` pairs with their exact Jaccard (and the reported similarity)."""
+    if not pairs:
+        return
+    sets, ids = truth.sets, truth.ids
+    print(f"\n{title} ({len(pairs)}; showing {min(n_show, len(pairs))}):")
+    for i, j in pairs[:n_show]:
+        inter = len(set(sets[i].tolist()) & set(sets[j].tolist()))
+        union = len(sets[i]) + len(sets[j]) - inter
+        extra = f"  reported {found[(i, j)]:.4f}" if reported else ""
+        deadmark = "  [dead-lettered]" if ids[i] in dead_ids or ids[j] in dead_ids else ""
+        print(
+            f"  J={inter}/{union}={inter / max(1, union):.4f}{extra}  |A|={len(sets[i])} "
+            f"|B|={len(sets[j])}{deadmark}\n    {ids[i]!r}\n    {ids[j]!r}"
+        )
+
+
+def write_pair_files(
+    args: argparse.Namespace, truth: Truth, found: dict[Pair, float], cmp: Comparison
+) -> None:
+    """--pairs: the found pairs; --dump: the false negatives and positives."""
+    ids = truth.ids
+    if args.pairs:
+        args.pairs.write_text("".join(f"{json.dumps(sorted((ids[i], ids[j])))}\n" for i, j in sorted(found)))
+        log(f"{len(found)} found pairs written to {args.pairs}")
+    if args.dump:
+        dump = {
+            "false_negatives": [
+                [ids[i], ids[j], truth.pairs[(i, j)][0], truth.pairs[(i, j)][1]] for i, j in cmp.fn_pairs
+            ],
+            "false_positives": [[ids[i], ids[j], found[(i, j)]] for i, j in cmp.fp_pairs],
+        }
+        args.dump.write_text(json.dumps(dump, indent=1))
+        log(f"false negatives/positives written to {args.dump}")
+
+
+def stop_daemons(daemons: Daemons, stop_timeout: float) -> list[int | None]:
+    """SIGTERM every daemon and wait for it (None: killed after ``stop_timeout`` seconds); their exit codes."""
+    codes: list[int | None] = []
+    for proc, _ in daemons:
+        proc.send_signal(signal.SIGTERM)
+    for proc, logf in daemons:
+        try:
+            codes.append(proc.wait(timeout=stop_timeout))
+        except subprocess.TimeoutExpired:
+            codes.append(None)
+            log(f"dedupd serve pid {proc.pid} did not exit {stop_timeout}s after SIGTERM:\n{tail(logf)}")
+            proc.kill()
+            proc.wait()
+    return codes
+
+
+def clean_up(
+    args: argparse.Namespace,
+    daemons: Daemons,
+    client: Any,
+    redis_proc: subprocess.Popen[bytes] | None,
+    workdir: Path,
+    url: str,
+) -> None:
+    """Kill what still runs, stop the redis-server we started (unless --keep), remove the work directory."""
+    for proc, _ in daemons:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    client.close()
+    if redis_proc is None:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    elif args.keep:
+        log(f"--keep: redis-server still running on {url} (pid {redis_proc.pid}); logs in {workdir}")
+    else:
+        redis_proc.terminate()
+        try:
+            redis_proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            redis_proc.kill()
+            redis_proc.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    overrides = parse_env(args.env)
+    env = daemon_env(args, overrides)
+    shingle, threshold = env["DEDUPD_SHINGLE"], env["DEDUPD_THRESHOLD"]
+    dedupd = find_dedupd(args.dedupd)
+    redis_exe = args.redis_server or shutil.which("redis-server")
+    if not redis_exe:
+        raise SetupError(
+            "redis-server is not installed (apt-get install redis-server) or pass --redis-server"
+        )
+
+    # --- corpus and truth
+    truth = compute_truth(args, shingle, threshold)
+    ids = truth.ids
+
+    # --- servers
+    workdir = Path(tempfile.mkdtemp(prefix="dedupd-quality-"))
+    client, url, redis_proc = start_servers(args, env, redis_exe, workdir)
+    daemons: Daemons = []
     result: dict[str, Any] = {}
     try:
-        for k in range(args.consumers):
-            logf = workdir / f"serve-{k}.log"
-            with open(logf, "wb") as fh:
-                # own session: a signal to this script's process group does not reach the daemons
-                daemons.append((subprocess.Popen([dedupd, "serve"], env=env, stdout=fh,
-                                                 stderr=subprocess.STDOUT, start_new_session=True), logf))
-        deadline = time.monotonic() + 60
-        while (state := group_state(client)) is None or state["consumers"] < 1:
-            for proc, logf in daemons:
-                if proc.poll() is not None:
-                    raise SetupError(f"dedupd serve exited with {proc.returncode} at start:\n{tail(logf)}")
-            if time.monotonic() > deadline:
-                raise SetupError("the consumer group did not appear within 60s:\n" + tail(daemons[0][1]))
-            time.sleep(0.1)
-        log(f"{args.consumers} x dedupd serve up; pushing")
+        state = start_daemons(args, dedupd, env, workdir, client, daemons)
 
         # --- push and wait
-        t_push = time.perf_counter()
-        push_log = workdir / "push.log"
-        with open(push_log, "wb") as fh:
-            push = subprocess.run([dedupd, "push", "--format", "jsonl", str(corpus_path)], env=env,
-                                  stdout=fh, stderr=subprocess.STDOUT)
-        push_s = time.perf_counter() - t_push
-        if push.returncode != 0:
-            raise SetupError(f"dedupd push exited with {push.returncode}:\n{tail(push_log)}")
-        log(f"pushed in {push_s:.1f}s; waiting for lag 0 and nothing pending")
-        wait_drained(client, n_lines, daemons, args.timeout, 0.1,
-                     report=lambda state: log(f"  {state}, alerts so far {client.xlen(ALERTS)}"))
-        total_s = time.perf_counter() - t_push
-        log(f"drained: {state['added']} entries in {total_s:.1f}s from the start of the push "
-            f"({len(ids) / total_s:.0f} docs/s, {text_mb / total_s:.2f} MB/s)")
+        push_s, total_s = push_and_drain(args, dedupd, env, workdir, truth, client, daemons)
+        log(
+            f"drained: {state['added']} entries in {total_s:.1f}s from the start of the push "
+            f"({len(ids) / total_s:.0f} docs/s, {truth.text_mb / total_s:.2f} MB/s)"
+        )
         mem = {"used_memory": used_memory(client)}
 
         # --- alerts -> pairs
         raw_alerts = read_stream(client, ALERTS)
         dead = read_stream(client, DEAD)
-        found: dict[tuple[int, int], float] = {}
-        anomalies: Counter[str] = Counter()
-        alerts_per_id: Counter[str] = Counter()
-        verify_modes: Counter[str] = Counter()
-        for _entry_id, fields in raw_alerts:
-            f = {k.decode(): v.decode("utf-8", "replace") for k, v in fields.items()}
-            a = f.get("id")
-            if a is None or "matches" not in f:
-                anomalies["alert without id or matches"] += 1
-                continue
-            alerts_per_id[a] += 1
-            verify_modes[f.get("verify", "?")] += 1
-            matches = json.loads(f["matches"])
-            if not matches:
-                anomalies["alert with empty matches"] += 1
-            elif f.get("duplicate_of") != matches[0][0]:
-                anomalies["duplicate_of is not the first match"] += 1
-            for m_id, sim in matches:
-                if m_id == a:
-                    anomalies["document matched with itself"] += 1
-                    continue
-                if a not in pos or m_id not in pos:
-                    anomalies["id not in the corpus"] += 1
-                    continue
-                i, j = sorted((pos[a], pos[m_id]))
-                found[(i, j)] = float(sim)
-        twice = sum(1 for c in alerts_per_id.values() if c > 1)
-        if twice:
-            anomalies["documents alerted more than once"] = twice
+        found = found_pairs(raw_alerts, truth.pos)
 
         # --- compare
-        tp = len(found.keys() & truth_j.keys())
-        fp_pairs = sorted(found.keys() - truth_j.keys())
-        fn_pairs = sorted(truth_j.keys() - found.keys())
-        precision = tp / len(found) if found else 1.0
-        recall = tp / len(truth_j) if truth_j else 1.0
-        sim_err = max((abs(found[p] - truth_j[p][0] / truth_j[p][1]) for p in found.keys() & truth_j.keys()),
-                      default=0.0)
+        cmp = compare(found.pairs, truth.pairs)
         dead_codes = Counter(f.get(b"error", b"?").decode() for _, f in dead)
         dead_ids = {f.get(b"id", b"").decode("utf-8", "replace") for _, f in dead}
-
-        print()
-        print(f"corpus            {corpus_path}  ({len(ids)} docs, {text_mb:.1f} MB)")
-        print(f"settings          {shingle}, threshold {threshold}, consumers {args.consumers}, "
-              f"verify {dict(verify_modes) or '-'}" + (f", overrides {overrides}" if overrides else ""))
-        print(f"true pairs        {len(truth_j)}   (exact J >= {threshold})")
-        print(f"found pairs       {len(found)}   from {len(raw_alerts)} alerts")
-        print(f"true positives    {tp}")
-        print(f"false positives   {len(fp_pairs)}")
-        print(f"false negatives   {len(fn_pairs)}")
-        print(f"precision         {precision:.5f}")
-        print(f"recall            {recall:.5f}")
-        print(f"similarity error  max |reported - exact| over true positives = {sim_err:.5f}")
-        print(f"dead letters      {sum(dead_codes.values())} {dict(dead_codes) if dead_codes else ''}")
-        print(f"throughput        {len(ids) / total_s:.0f} docs/s, {text_mb / total_s:.2f} MB/s "
-              f"({total_s:.1f}s push-to-drained, push alone {push_s:.1f}s)")
-        print(f"redis memory      {mem['used_memory'] / 1e6:.1f} MB used "
-              f"({mem['used_memory'] / max(1, len(ids)):.0f} B per document)")
-        if anomalies:
-            print(f"anomalies         {dict(anomalies)}")
-
-        def show(title: str, pairs: list[tuple[int, int]], reported: bool) -> None:
-            if not pairs:
-                return
-            print(f"\n{title} ({len(pairs)}; showing {min(args.show, len(pairs))}):")
-            for i, j in pairs[: args.show]:
-                inter = len(set(sets[i].tolist()) & set(sets[j].tolist()))
-                union = len(sets[i]) + len(sets[j]) - inter
-                extra = f"  reported {found[(i, j)]:.4f}" if reported else ""
-                deadmark = "  [dead-lettered]" if ids[i] in dead_ids or ids[j] in dead_ids else ""
-                print(f"  J={inter}/{union}={inter / max(1, union):.4f}{extra}  |A|={len(sets[i])} "
-                      f"|B|={len(sets[j])}{deadmark}\n    {ids[i]!r}\n    {ids[j]!r}")
-
-        show("false negatives", fn_pairs, reported=False)
-        show("false positives", fp_pairs, reported=True)
-        fn_dead = sum(1 for i, j in fn_pairs if ids[i] in dead_ids or ids[j] in dead_ids)
-        fn_summary = summarize_misses(fn_pairs, truth_j, sets, threshold)
-        if fn_pairs:
+        print_summary(
+            args,
+            truth,
+            found,
+            cmp,
+            len(raw_alerts),
+            dead_codes,
+            (shingle, threshold, overrides),
+            (push_s, total_s),
+            mem["used_memory"],
+        )
+        show_pairs("false negatives", cmp.fn_pairs, False, args.show, truth, found.pairs, dead_ids)
+        show_pairs("false positives", cmp.fp_pairs, True, args.show, truth, found.pairs, dead_ids)
+        fn_dead = sum(1 for i, j in cmp.fn_pairs if ids[i] in dead_ids or ids[j] in dead_ids)
+        fn_summary = summarize_misses(cmp.fn_pairs, truth.pairs, truth.sets, threshold)
+        if cmp.fn_pairs:
             print(f"\nfalse negatives by exact J: {fn_summary['by_jaccard']}")
-            print(f"false negatives collapse to {fn_summary['distinct_set_pairs']} distinct pairs of shingle sets "
-                  f"(documents with identical sets miss together); true pairs: "
-                  f"{distinct_set_pairs(list(truth_j), sets)} distinct")
-        if args.pairs:
-            args.pairs.write_text("".join(f"{json.dumps(sorted((ids[i], ids[j])))}\n" for i, j in sorted(found)))
-            log(f"{len(found)} found pairs written to {args.pairs}")
-        if args.dump:
-            dump = {
-                "false_negatives": [[ids[i], ids[j], truth_j[(i, j)][0], truth_j[(i, j)][1]] for i, j in fn_pairs],
-                "false_positives": [[ids[i], ids[j], found[(i, j)]] for i, j in fp_pairs],
-            }
-            args.dump.write_text(json.dumps(dump, indent=1))
-            log(f"false negatives/positives written to {args.dump}")
+            print(
+                f"false negatives collapse to {fn_summary['distinct_set_pairs']} distinct pairs of shingle sets "
+                f"(documents with identical sets miss together); true pairs: "
+                f"{distinct_set_pairs(list(truth.pairs), truth.sets)} distinct"
+            )
+        write_pair_files(args, truth, found.pairs, cmp)
 
         # --- stop the daemons
         print()
-        codes: list[int | None] = []
-        for proc, _ in daemons:
-            proc.send_signal(signal.SIGTERM)
-        for proc, logf in daemons:
-            try:
-                codes.append(proc.wait(timeout=args.stop_timeout))
-            except subprocess.TimeoutExpired:
-                codes.append(None)
-                log(f"dedupd serve pid {proc.pid} did not exit {args.stop_timeout}s after SIGTERM:\n{tail(logf)}")
-                proc.kill()
-                proc.wait()
+        codes = stop_daemons(daemons, args.stop_timeout)
         after = group_state(client) or {}
         clean_exit = all(c == 0 for c in codes)
         log(f"daemons exit codes after SIGTERM: {codes}; pending after stop: {after.get('pending')}")
-        for (proc, logf), c in zip(daemons, codes):
+        for (_proc, logf), c in zip(daemons, codes, strict=True):
             if c != 0:
                 print(f"--- {logf} ---\n{tail(logf)}")
 
-        ok = (recall >= args.min_recall and precision >= args.min_precision and clean_exit
-              and after.get("pending") == 0)
+        ok = (
+            cmp.recall >= args.min_recall
+            and cmp.precision >= args.min_precision
+            and clean_exit
+            and after.get("pending") == 0
+        )
         result = {
-            "corpus": str(corpus_path), "docs": len(ids), "text_mb": round(text_mb, 2),
-            "shingle": shingle, "threshold": float(threshold), "consumers": args.consumers,
-            "overrides": overrides, "verify": dict(verify_modes),
-            "true_pairs": len(truth_j), "found_pairs": len(found), "tp": tp,
-            "fp": len(fp_pairs), "fn": len(fn_pairs), "fn_involving_dead_letters": fn_dead,
-            "fn_by_jaccard": fn_summary["by_jaccard"], "fn_distinct_set_pairs": fn_summary["distinct_set_pairs"],
-            "precision": round(precision, 6), "recall": round(recall, 6),
-            "max_similarity_error": round(sim_err, 6),
-            "alerts": len(raw_alerts), "dead_letters": dict(dead_codes), "anomalies": dict(anomalies),
-            "docs_per_s": round(len(ids) / total_s, 1), "mb_per_s": round(text_mb / total_s, 3),
-            "push_to_drained_s": round(total_s, 2), "push_s": round(push_s, 2), "oracle_s": round(oracle_s, 2),
+            "corpus": str(truth.corpus_path),
+            "docs": len(ids),
+            "text_mb": round(truth.text_mb, 2),
+            "shingle": shingle,
+            "threshold": float(threshold),
+            "consumers": args.consumers,
+            "overrides": overrides,
+            "verify": dict(found.verify_modes),
+            "true_pairs": len(truth.pairs),
+            "found_pairs": len(found.pairs),
+            "tp": cmp.tp,
+            "fp": len(cmp.fp_pairs),
+            "fn": len(cmp.fn_pairs),
+            "fn_involving_dead_letters": fn_dead,
+            "fn_by_jaccard": fn_summary["by_jaccard"],
+            "fn_distinct_set_pairs": fn_summary["distinct_set_pairs"],
+            "precision": round(cmp.precision, 6),
+            "recall": round(cmp.recall, 6),
+            "max_similarity_error": round(cmp.sim_err, 6),
+            "alerts": len(raw_alerts),
+            "dead_letters": dict(dead_codes),
+            "anomalies": dict(found.anomalies),
+            "docs_per_s": round(len(ids) / total_s, 1),
+            "mb_per_s": round(truth.text_mb / total_s, 3),
+            "push_to_drained_s": round(total_s, 2),
+            "push_s": round(push_s, 2),
+            "oracle_s": round(truth.oracle_s, 2),
             "redis_used_memory_mb": round(mem["used_memory"] / 1e6, 2),
-            "daemon_exit_codes": codes, "pending_after_stop": after.get("pending"),
-            "min_recall": args.min_recall, "min_precision": args.min_precision, "ok": ok,
+            "daemon_exit_codes": codes,
+            "pending_after_stop": after.get("pending"),
+            "min_recall": args.min_recall,
+            "min_precision": args.min_precision,
+            "ok": ok,
         }
         verdict = "PASS" if ok else "FAIL"
-        log(f"{verdict}: recall {recall:.4f} (min {args.min_recall}), precision {precision:.4f} "
-            f"(min {args.min_precision}), daemons exited {codes}")
+        log(
+            f"{verdict}: recall {cmp.recall:.4f} (min {args.min_recall}), precision {cmp.precision:.4f} "
+            f"(min {args.min_precision}), daemons exited {codes}"
+        )
     finally:
-        for proc, _ in daemons:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        client.close()
-        if redis_proc is None:
-            if not args.keep:
-                shutil.rmtree(workdir, ignore_errors=True)
-        elif args.keep:
-            log(f"--keep: redis-server still running on {url} (pid {redis_proc.pid}); logs in {workdir}")
-        else:
-            redis_proc.terminate()
-            try:
-                redis_proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                redis_proc.kill()
-                redis_proc.wait()
-            shutil.rmtree(workdir, ignore_errors=True)
+        clean_up(args, daemons, client, redis_proc, workdir, url)
     print(json.dumps(result), flush=True)
     return 0 if result["ok"] else 1
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpus", default="debian",
-                    help="debian, python, or a JSONL file of {\"id\", \"text\"} lines (default %(default)s)")
-    ap.add_argument("--max-docs", type=int, default=None,
-                    help=f"cap the built corpus with a fixed-seed sample; python defaults to "
-                         f"{DEFAULT_PYTHON_MAX_DOCS} (0 = the whole corpus), debian to all")
+    ap.add_argument(
+        "--corpus",
+        default="debian",
+        help='debian, python, or a JSONL file of {"id", "text"} lines (default %(default)s)',
+    )
+    ap.add_argument(
+        "--max-docs",
+        type=int,
+        default=None,
+        help=f"cap the built corpus with a fixed-seed sample; python defaults to "
+        f"{DEFAULT_PYTHON_MAX_DOCS} (0 = the whole corpus), debian to all",
+    )
     ap.add_argument("--limit", type=int, default=None, help="keep only the first N documents (smoke runs)")
-    ap.add_argument("--corpus-seed", type=int, default=corpora.DEFAULT_SEED,
-                    help="corpus sampling seed (the MinHash seed is the daemon's: --env DEDUPD_SEED=N)")
-    ap.add_argument("--shingle", default="word:3", help="DEDUPD_SHINGLE for daemon and oracle (default %(default)s)")
-    ap.add_argument("--threshold", default="0.8", help="DEDUPD_THRESHOLD for daemon and oracle (default %(default)s)")
-    ap.add_argument("--env", action="append", default=[], metavar="DEDUPD_K=V",
-                    help="extra daemon setting (repeatable), e.g. --env DEDUPD_NUM_PERM=256")
+    ap.add_argument(
+        "--corpus-seed",
+        type=int,
+        default=corpora.DEFAULT_SEED,
+        help="corpus sampling seed (the MinHash seed is the daemon's: --env DEDUPD_SEED=N)",
+    )
+    ap.add_argument(
+        "--shingle", default="word:3", help="DEDUPD_SHINGLE for daemon and oracle (default %(default)s)"
+    )
+    ap.add_argument(
+        "--threshold", default="0.8", help="DEDUPD_THRESHOLD for daemon and oracle (default %(default)s)"
+    )
+    ap.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="DEDUPD_K=V",
+        help="extra daemon setting (repeatable), e.g. --env DEDUPD_NUM_PERM=256",
+    )
     ap.add_argument("--consumers", type=int, default=1, help="dedupd serve processes (default %(default)s)")
-    ap.add_argument("--min-recall", type=float, default=0.99, help="fail below this recall (default %(default)s)")
-    ap.add_argument("--min-precision", type=float, default=0.99,
-                    help="fail below this precision (default %(default)s)")
+    ap.add_argument(
+        "--min-recall", type=float, default=0.99, help="fail below this recall (default %(default)s)"
+    )
+    ap.add_argument(
+        "--min-precision", type=float, default=0.99, help="fail below this precision (default %(default)s)"
+    )
     ap.add_argument("--timeout", type=float, default=1800, help="seconds to wait for the daemons to drain")
-    ap.add_argument("--stop-timeout", type=float, default=60, help="seconds a daemon gets to exit after SIGTERM")
-    ap.add_argument("--show", type=int, default=5, help="false negatives/positives to print (default %(default)s)")
-    ap.add_argument("--dump", type=Path, default=None,
-                    help="write every false negative/positive (ids, exact J or reported similarity) to this JSON file")
-    ap.add_argument("--pairs", type=Path, default=None,
-                    help="write every found pair (two ids, sorted; one JSON array per line, sorted) to this file, "
-                         "e.g. to compare a Redis Cluster run with a single-Redis run")
-    ap.add_argument("--keep", action="store_true",
-                    help="leave redis-server running and keep the temp dir (logs) for inspection")
+    ap.add_argument(
+        "--stop-timeout", type=float, default=60, help="seconds a daemon gets to exit after SIGTERM"
+    )
+    ap.add_argument(
+        "--show", type=int, default=5, help="false negatives/positives to print (default %(default)s)"
+    )
+    ap.add_argument(
+        "--dump",
+        type=Path,
+        default=None,
+        help="write every false negative/positive (ids, exact J or reported similarity) to this JSON file",
+    )
+    ap.add_argument(
+        "--pairs",
+        type=Path,
+        default=None,
+        help="write every found pair (two ids, sorted; one JSON array per line, sorted) to this file, "
+        "e.g. to compare a Redis Cluster run with a single-Redis run",
+    )
+    ap.add_argument(
+        "--keep",
+        action="store_true",
+        help="leave redis-server running and keep the temp dir (logs) for inspection",
+    )
     ap.add_argument("--dedupd", default=None, help="dedupd executable (default .venv/bin/dedupd, then PATH)")
     ap.add_argument("--redis-server", default=None, help="redis-server executable (default from PATH)")
-    ap.add_argument("--redis-url", default=None,
-                    help="use this existing Redis instead of starting one (it is FLUSHED first: every primary "
-                         "with --cluster)")
-    ap.add_argument("--cluster", action="store_true",
-                    help="--redis-url is a Redis Cluster node (sets DEDUPD_REDIS_CLUSTER=1 for the daemons); "
-                         "start one with scripts/cluster-up.sh")
+    ap.add_argument(
+        "--redis-url",
+        default=None,
+        help="use this existing Redis instead of starting one (it is FLUSHED first: every primary "
+        "with --cluster)",
+    )
+    ap.add_argument(
+        "--cluster",
+        action="store_true",
+        help="--redis-url is a Redis Cluster node (sets DEDUPD_REDIS_CLUSTER=1 for the daemons); "
+        "start one with scripts/cluster-up.sh",
+    )
     args = ap.parse_args(argv)
     if args.cluster and not args.redis_url:
         ap.error("--cluster needs --redis-url (e.g. the URL scripts/cluster-up.sh prints)")

@@ -65,8 +65,13 @@ def record_calls(redis_server: str, corpus: Path, workdir: Path) -> list[tuple[l
         url = f"redis://127.0.0.1:{port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("DEDUPD_")}
         env["DEDUPD_REDIS_URL"] = url
-        subprocess.run([quality.find_dedupd(None), "push", "--format", "jsonl", str(corpus)], env=env,
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [quality.find_dedupd(None), "push", "--format", "jsonl", str(corpus)],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         index_module.Index._bucket_ops = spy  # type: ignore[method-assign]
         try:
             settings = load_settings(redis_url=url, metrics_port=0, consumer="replay", block_ms=50)
@@ -82,8 +87,9 @@ def record_calls(redis_server: str, corpus: Path, workdir: Path) -> list[tuple[l
     return calls
 
 
-def replay(redis_server: str, calls: list[tuple[list[Any], list[Any]]], script_text: str, workdir: Path
-           ) -> dict[str, float]:
+def replay(
+    redis_server: str, calls: list[tuple[list[Any], list[Any]]], script_text: str, workdir: Path
+) -> dict[str, float]:
     """Run the calls on a fresh server; server CPU, script time and inner command times, in us per document."""
     docs = sum(args[0].count(b"d") for _, args in calls)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -100,8 +106,11 @@ def replay(redis_server: str, calls: list[tuple[list[Any], list[Any]]], script_t
     finally:
         proc.terminate()
         proc.wait()
-    out = {"docs": float(docs), "server_cpu": cpu / docs * 1e6,
-           "script": stats.get("cmdstat_evalsha", {}).get("usec", 0) / docs}
+    out = {
+        "docs": float(docs),
+        "server_cpu": cpu / docs * 1e6,
+        "script": stats.get("cmdstat_evalsha", {}).get("usec", 0) / docs,
+    }
     for name, st in stats.items():
         if name != "cmdstat_evalsha" and st["usec"] / docs >= 0.05:
             out[name.removeprefix("cmdstat_")] = st["usec"] / docs
@@ -116,8 +125,10 @@ def main() -> int:
     ap.add_argument("--redis-server", default=shutil.which("redis-server"), help="redis-server binary")
     args = ap.parse_args()
     if not args.redis_server:
-        print("redis-server not found: install it (apt-get install -y redis-server) or pass --redis-server",
-              file=sys.stderr)
+        print(
+            "redis-server not found: install it (apt-get install -y redis-server) or pass --redis-server",
+            file=sys.stderr,
+        )
         return 2
     script_text = lua.BUCKETS
     if args.lua:
@@ -134,11 +145,16 @@ def main() -> int:
         print(f"{corpus.name}: {len(calls)} BUCKETS calls recorded, {joins} bucket ops")
         for r in range(args.rounds):
             got = replay(args.redis_server, calls, script_text, Path(tmp) / f"replay{r}")
-            inner = ", ".join(f"{k} {v:.2f}" for k, v in sorted(got.items(), key=lambda kv: -kv[1])
-                              if k not in ("docs", "server_cpu", "script"))
-            print(f"  round {r + 1}: {int(got['docs'])} documents, {joins / got['docs']:.1f} bucket ops each; "
-                  f"server CPU {got['server_cpu']:.1f} us/doc, script {got['script']:.1f} us/doc "
-                  f"(inside it, us/doc: {inner})")
+            inner = ", ".join(
+                f"{k} {v:.2f}"
+                for k, v in sorted(got.items(), key=lambda kv: -kv[1])
+                if k not in ("docs", "server_cpu", "script")
+            )
+            print(
+                f"  round {r + 1}: {int(got['docs'])} documents, {joins / got['docs']:.1f} bucket ops each; "
+                f"server CPU {got['server_cpu']:.1f} us/doc, script {got['script']:.1f} us/doc "
+                f"(inside it, us/doc: {inner})"
+            )
     return 0
 
 

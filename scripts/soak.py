@@ -11,6 +11,7 @@ unless nothing was lost, doubled or missed and the dead letters are exactly the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -31,7 +32,6 @@ from dedupd.index import Index
 from dedupd.keys import Keys
 from dedupd.monitor import group_state
 from dedupd.settings import load_settings
-from dedupd.spec import IndexSpec
 
 VOCAB = [f"w{i}" for i in range(5000)]
 
@@ -82,9 +82,24 @@ class Soak:
         if exe is None:
             sys.exit("redis-server is not installed")
         self.redis_proc = subprocess.Popen(
-            [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.work), "--save", "",
-             "--appendonly", "yes", "--appendfsync", self.args.fsync],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                exe,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.work),
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                self.args.fsync,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         client = redis.Redis(port=self.port)
         deadline = time.monotonic() + 120
         while True:
@@ -99,10 +114,8 @@ class Soak:
     def restart_redis(self) -> None:
         with self.push_lock:  # no producer pipeline is cut in half (that would be the producer's duplicate)
             t = time.monotonic()
-            try:
+            with contextlib.suppress(redis.ConnectionError):
                 redis.Redis(port=self.port).shutdown()
-            except redis.ConnectionError:
-                pass
             assert self.redis_proc is not None
             self.redis_proc.wait(timeout=120)
             time.sleep(1.0)
@@ -110,12 +123,21 @@ class Soak:
             self.note(f"redis restarted (down {time.monotonic() - t:.1f}s)")
 
     def start_consumer(self, slot: int, name: str) -> None:
-        env = {**os.environ, "DEDUPD_REDIS_URL": self.url, "DEDUPD_CONSUMER": name, "DEDUPD_BLOCK_MS": "200",
-               "DEDUPD_BATCH_SIZE": str(self.args.batch_size), "DEDUPD_CLAIM_IDLE_MS": "2000",
-               "DEDUPD_DOCS_RETENTION_S": "0", "DEDUPD_METRICS_PORT": "0", "DEDUPD_LOG_LEVEL": "WARNING"}
+        env = {
+            **os.environ,
+            "DEDUPD_REDIS_URL": self.url,
+            "DEDUPD_CONSUMER": name,
+            "DEDUPD_BLOCK_MS": "200",
+            "DEDUPD_BATCH_SIZE": str(self.args.batch_size),
+            "DEDUPD_CLAIM_IDLE_MS": "2000",
+            "DEDUPD_DOCS_RETENTION_S": "0",
+            "DEDUPD_METRICS_PORT": "0",
+            "DEDUPD_LOG_LEVEL": "WARNING",
+        }
         with open(self.work / f"{name}.log", "ab") as err:
-            proc = subprocess.Popen([sys.executable, "-m", "dedupd", "serve"], env=env, stdout=subprocess.DEVNULL,
-                                    stderr=err)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "dedupd", "serve"], env=env, stdout=subprocess.DEVNULL, stderr=err
+            )
         self.consumers[slot] = (name, proc)
 
     def kill_one(self) -> None:
@@ -155,7 +177,7 @@ class Soak:
                 except redis.ConnectionError:
                     pass
                 time.sleep(0.05)
-            part = docs[start:start + chunk]
+            part = docs[start : start + chunk]
             while True:
                 with self.push_lock:
                     try:
@@ -176,8 +198,11 @@ class Soak:
         a = self.args
         docs, expected = corpus(a.docs, a.seed, a.bad)
         n_docs = len(docs)
-        print(f"soak: {n_docs} entries ({len(expected)} duplicate pairs, {a.bad} bad), {a.consumers} consumers, "
-              f"{a.kills} kills, 1 Redis restart; redis on port {self.port}, files in {self.work}", file=sys.stderr)
+        print(
+            f"soak: {n_docs} entries ({len(expected)} duplicate pairs, {a.bad} bad), {a.consumers} consumers, "
+            f"{a.kills} kills, 1 Redis restart; redis on port {self.port}, files in {self.work}",
+            file=sys.stderr,
+        )
         started = time.monotonic()
         self.start_redis()
         for i in range(a.consumers):
@@ -197,7 +222,9 @@ class Soak:
                     state = group_state(redis.Redis(port=self.port), self.keys)
                 except redis.ConnectionError as exc:
                     state = {"error": str(exc)}
-                self.note(f"status: group {state}, pushed all: {self.pushed_all.is_set()}, events left {events}")
+                self.note(
+                    f"status: group {state}, pushed all: {self.pushed_all.is_set()}, events left {events}"
+                )
             while events and done >= events[0][0] * n_docs:
                 _, what = events.pop(0)
                 self.restart_redis() if what == "redis" else self.kill_one()
@@ -215,13 +242,14 @@ class Soak:
             time.sleep(0.2)
         elapsed = time.monotonic() - started
         codes = []
-        for name, proc in self.consumers.values():
+        for _name, proc in self.consumers.values():
             proc.send_signal(signal.SIGTERM)
             codes.append(proc.wait(timeout=120))
         return self.report(docs, expected, elapsed, codes)
 
-    def report(self, docs: list[dict[str, str]], expected: set[frozenset[str]], elapsed: float,
-               codes: list[int]) -> int:
+    def report(
+        self, docs: list[dict[str, str]], expected: set[frozenset[str]], elapsed: float, codes: list[int]
+    ) -> int:
         a = self.args
         client = redis.Redis(port=self.port)
         good = [d for d in docs if not d["id"].startswith("bad")]
@@ -231,7 +259,7 @@ class Soak:
         lost = 0
         ids = [d["id"] for d in good]
         for start in range(0, len(ids), 5000):
-            part = ids[start:start + 5000]
+            part = ids[start : start + 5000]
             nums = index.resolve_ids([(d, False) for d in part])
             records = index.load_records([n for n in nums if n > 0])
             for doc, num in zip(part, nums, strict=True):
@@ -248,19 +276,21 @@ class Soak:
         dead = client.xlen(self.keys.dead)
         dead_codes = Counter(f[b"error"].decode() for _, f in client.xrange(self.keys.dead))
         tracebacks = sum((p).read_text(errors="replace").count("Traceback") for p in self.work.glob("*.log"))
-        print(f"soak: {len(docs)} entries in {elapsed:.0f}s ({len(docs) / elapsed:.0f}/s), {len(alerts)} alerts, "
-              f"unexpected pairs {unexpected}, dead-letter codes {dict(dead_codes)}, consumer exit codes {codes}, "
-              f"tracebacks in logs {tracebacks}, docs stream length {client.xlen(self.keys.docs)}")
+        print(
+            f"soak: {len(docs)} entries in {elapsed:.0f}s ({len(docs) / elapsed:.0f}/s), {len(alerts)} alerts, "
+            f"unexpected pairs {unexpected}, dead-letter codes {dict(dead_codes)}, consumer exit codes {codes}, "
+            f"tracebacks in logs {tracebacks}, docs stream length {client.xlen(self.keys.docs)}"
+        )
         for pair in sorted(expected - found, key=sorted)[:10]:
             a_id, b_id = sorted(pair)
             entries = {doc: e for e, doc in self.inputs.items() if doc in pair}
             print(f"missing: {a_id} ~ {b_id} (input entries {entries})")
-        print(f"lost={lost} doubled_alerts={doubled} missing_alerts={missing} dead_letters={dead} (expected {a.bad})")
+        print(
+            f"lost={lost} doubled_alerts={doubled} missing_alerts={missing} dead_letters={dead} (expected {a.bad})"
+        )
         if not a.keep:
-            try:
+            with contextlib.suppress(redis.ConnectionError):
                 client.shutdown(nosave=True)
-            except redis.ConnectionError:
-                pass
             shutil.rmtree(self.work, ignore_errors=True)
         ok = lost == 0 and doubled == 0 and missing == 0 and dead == a.bad and all(c == 0 for c in codes)
         return 0 if ok else 1
@@ -268,11 +298,15 @@ class Soak:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--docs", type=int, default=200_000, help="documents (pairs of near-duplicates; default 200000)")
+    p.add_argument(
+        "--docs", type=int, default=200_000, help="documents (pairs of near-duplicates; default 200000)"
+    )
     p.add_argument("--consumers", type=int, default=3, help="dedupd serve processes (default 3)")
     p.add_argument("--seed", type=int, default=1, help="seed of the corpus and of the kill schedule")
     p.add_argument("--kills", type=int, default=6, help="kill -9 of a random consumer, at random moments")
-    p.add_argument("--bad", type=int, default=50, help="bad entries (bad_json) mixed in: the expected dead letters")
+    p.add_argument(
+        "--bad", type=int, default=50, help="bad entries (bad_json) mixed in: the expected dead letters"
+    )
     p.add_argument("--batch-size", type=int, default=500)
     p.add_argument("--max-lag", type=int, default=20_000, help="producer backpressure (unread entries)")
     p.add_argument("--fsync", choices=["always", "everysec"], default="always", help="Redis appendfsync")

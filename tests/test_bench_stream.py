@@ -29,22 +29,34 @@ def _corpus(path: Path, n: int = 200) -> Path:
 
 
 @pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
-@pytest.mark.skipif(not (REPO / ".venv" / "bin" / "dedupd").exists() and shutil.which("dedupd") is None,
-                    reason="needs the dedupd executable")
+@pytest.mark.skipif(
+    not (REPO / ".venv" / "bin" / "dedupd").exists() and shutil.which("dedupd") is None,
+    reason="needs the dedupd executable",
+)
 @pytest.mark.timeout(240)
 def test_quick_run_prints_every_figure(tmp_path: Path) -> None:
     pytest.importorskip("datasketch")
     corpus = _corpus(tmp_path / "small.jsonl")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEDUPD_")}
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--corpus", str(corpus), "--quick"], check=False,
-                          capture_output=True, text=True, env=env, timeout=230)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--corpus", str(corpus), "--quick"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=230,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
-    (name, result), = report["corpora"].items()
+    ((name, result),) = report["corpora"].items()
     assert name == "small" and result["docs"] == 200 and result["peer_docs"] == 50
     rows = result["rows"]
-    assert set(rows) == {"dedupd c=1 verify=exact", "dedupd c=1 verify=signature",
-                         "datasketch query+insert", "datasketch session"}
+    assert set(rows) == {
+        "dedupd c=1 verify=exact",
+        "dedupd c=1 verify=signature",
+        "datasketch query+insert",
+        "datasketch session",
+    }
     for label in ("dedupd c=1 verify=exact", "dedupd c=1 verify=signature"):
         row = rows[label]
         assert row["indexed"] == 200 and row["docs_per_s"] > 0 and row["daemon_exit_codes"] == [0]
@@ -59,9 +71,20 @@ def test_quick_run_prints_every_figure(tmp_path: Path) -> None:
 
 
 def test_help() -> None:
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--help"], check=False, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--help"], check=False, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0
-    for flag in ("--corpus", "--docs", "--peer-docs", "--consumers", "--repeat", "--quick", "--verify", "--env"):
+    for flag in (
+        "--corpus",
+        "--docs",
+        "--peer-docs",
+        "--consumers",
+        "--repeat",
+        "--quick",
+        "--verify",
+        "--env",
+    ):
         assert flag in proc.stdout
 
 

@@ -40,10 +40,25 @@ def test_codes(fields: dict[bytes, bytes], code: str) -> None:
 
 
 def test_valid_entries() -> None:
-    e = parse({b"id": b"k:{x} y\n", b"text": "naïve".encode(), b"source": b"feed", b"items": b'["a","b"]',
-               b"meta": b'{"n": 1}', b"op": b"UPSERT", b"extra": b"ignored"})
-    assert (e.doc_id, e.text, e.source, e.items, e.meta, e.op) == ("k:{x} y\n", "naïve", "feed", ("a", "b"),
-                                                                   '{"n": 1}', Op.UPSERT)
+    e = parse(
+        {
+            b"id": b"k:{x} y\n",
+            b"text": "naïve".encode(),
+            b"source": b"feed",
+            b"items": b'["a","b"]',
+            b"meta": b'{"n": 1}',
+            b"op": b"UPSERT",
+            b"extra": b"ignored",
+        }
+    )
+    assert (e.doc_id, e.text, e.source, e.items, e.meta, e.op) == (
+        "k:{x} y\n",
+        "naïve",
+        "feed",
+        ("a", "b"),
+        '{"n": 1}',
+        Op.UPSERT,
+    )
     d = parse({b"id": b"a", b"op": b"delete"})
     assert d.op is Op.DELETE and d.text is None
     assert parse({b"id": b"a", b"text": b""}).text == ""

@@ -23,7 +23,9 @@ from dedupd.spec import IndexSpec
         ("ab cd", ["ef gh", "  ij"]),  # char tails that start with a space
     ],
 )
-def test_append_equals_upsert_of_concatenation(shingle: str, old: str, chunks: list[str], minhash: str) -> None:
+def test_append_equals_upsert_of_concatenation(
+    shingle: str, old: str, chunks: list[str], minhash: str
+) -> None:
     fpr = Fingerprinter(IndexSpec(shingle, 64, 5, 8, 8, minhash))
     fp = fpr.compute([old])[0]
     text = old

@@ -20,18 +20,19 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference import numpy_batch, numpy_distinct32, numpy_distinct64, oph_densify, oph_signatures, word_table
 
 from dedupd import kernels, shingling
 from dedupd.minhash import EMPTY, MERSENNE61, MinHasher, OnePermHasher
+from dedupd.shingling import Shingler, distinct32
 from dedupd.spec import ShingleSpec
-from dedupd.shingling import Shingler, _numpy_distinct32, distinct32
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def assert_same_batch(sh: Shingler, texts: list[str], tails: bool = True) -> None:
     got = sh.batch(texts, tails=tails)
-    ref = sh._numpy_batch(texts, tails=tails)
+    ref = numpy_batch(sh, texts, tails=tails)
     assert got.hashes.dtype == np.uint64 and got.offsets.dtype == np.int64
     assert got.offsets.tolist() == ref.offsets.tolist()
     assert got.n_units.tolist() == ref.n_units.tolist()
@@ -51,11 +52,14 @@ def test_fold_table_is_lower_and_word_for_every_code_point() -> None:
     whether that is a word character, as the numpy reference's table says (str.isalnum() or '_')."""
     fold = shingling._fold_table(0x10FFFF)
     assert fold.shape == (0x110000,)
-    low = np.fromiter((ord(lc) if len(lc := chr(c).lower()) == 1 else c for c in range(0x110000)),
-                      dtype=np.uint32, count=0x110000)
+    low = np.fromiter(
+        (ord(lc) if len(lc := chr(c).lower()) == 1 else c for c in range(0x110000)),
+        dtype=np.uint32,
+        count=0x110000,
+    )
     low[0x130] = ord("i")
     assert np.array_equal(fold & np.uint32(0x7FFFFFFF), low)
-    word = shingling._word_table(0x10FFFF)
+    word = word_table(0x10FFFF)
     assert np.array_equal((fold >> np.uint32(31)).astype(bool), word[low])
     assert [c for c in range(0x110000) if len(chr(c).lower()) != 1] == [0x130]  # why U+0130 is special
 
@@ -67,10 +71,32 @@ def test_isspace_is_str_isspace() -> None:
 
 # ----- word shingles -----
 EDGE_TEXTS = [
-    "", " ", "\n", "!!!", "  !!  ?? ", "\t\u3000\xa0", "one", "two words", "a b c", "a b c d e f g",
-    "ΣΑΣ ΟΔΟΣ", "όσος Σ σ ς ΣΣ", "aΣ\u0301 b", "İstanbul İİ i̇", "ﬁne ＡＢＣ Ⅻ ㎏", "KELVIN \u212a",
-    "e\u0301 \u0301start", "emoji 😀 ok 𝔘𝔫𝔦", "a\ud800b c", "under_score 42 x²", "tab\tsep\r\nline",
-    "Ünïcode wörds ok", "ǅungla ǈ", "\u0345 ΑΣ\u0345", "中文 字 日本語のテキスト", "x" * 3000,
+    "",
+    " ",
+    "\n",
+    "!!!",
+    "  !!  ?? ",
+    "\t\u3000\xa0",
+    "one",
+    "two words",
+    "a b c",
+    "a b c d e f g",
+    "ΣΑΣ ΟΔΟΣ",
+    "όσος Σ σ ς ΣΣ",
+    "aΣ\u0301 b",
+    "İstanbul İİ i̇",
+    "ﬁne ＡＢＣ Ⅻ ㎏",
+    "KELVIN \u212a",
+    "e\u0301 \u0301start",
+    "emoji 😀 ok 𝔘𝔫𝔦",
+    "a\ud800b c",
+    "under_score 42 x²",
+    "tab\tsep\r\nline",
+    "Ünïcode wörds ok",
+    "ǅungla ǈ",
+    "\u0345 ΑΣ\u0345",
+    "中文 字 日本語のテキスト",
+    "x" * 3000,
 ]
 
 
@@ -109,9 +135,14 @@ ascii_words = st.sampled_from(["alpha", "Beta", "GAMMA", "x", "42", "foo_bar", "
 unicode_words = st.sampled_from(["Ärger", "naïve", "ΣΟΦΙΑ", "ﬁne", "İz", "日本", "𝔘𝔫", "ǅ", "x²", "e\u0301"])
 seps = st.sampled_from([" ", "  ", "\n", "\t", ", ", "!", " -- ", "\u3000", "…", "'", ""])
 generated = st.lists(st.tuples(ascii_words | unicode_words, seps), max_size=40).map(
-    lambda ws: "".join(w + s for w, s in ws))
-texts = (generated | st.text(max_size=80) | st.text(alphabet=st.characters(max_codepoint=127), max_size=80)
-         | st.sampled_from(["", "   ", "!!!", "one", "two words"]))
+    lambda ws: "".join(w + s for w, s in ws)
+)
+texts = (
+    generated
+    | st.text(max_size=80)
+    | st.text(alphabet=st.characters(max_codepoint=127), max_size=80)
+    | st.sampled_from(["", "   ", "!!!", "one", "two words"])
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -121,21 +152,41 @@ def test_word_batch_equals_numpy_reference(batch: list[str], k: int, tails: bool
 
 
 @settings(max_examples=20, deadline=None)
-@given(words=st.lists(st.tuples(ascii_words | unicode_words, seps), min_size=1, max_size=60),
-       seed=st.integers(0, 2**32 - 1))
+@given(
+    words=st.lists(st.tuples(ascii_words | unicode_words, seps), min_size=1, max_size=60),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_long_texts(words: list[tuple[str, str]], seed: int) -> None:
     """Long non-ASCII texts are normalised line by line (above 8 kB): the same as the whole text."""
     rng = np.random.default_rng(seed)
     text = "".join(w + s for w, s in (words[i] for i in rng.integers(0, len(words), 3000)))
-    assert_same_batch(Shingler(ShingleSpec("word", 3)), [text, text.upper(), "short one", text[: len(text) // 2]])
+    assert_same_batch(
+        Shingler(ShingleSpec("word", 3)), [text, text.upper(), "short one", text[: len(text) // 2]]
+    )
 
 
 def test_long_text_normalised_by_lines() -> None:
     """NFKC line by line around what composes or decomposes at line ends, and what NFKC makes of U+03F9
     (Σ, whose lowercase depends on its neighbours) or lowercases to two code points (U+0130)."""
     rng = np.random.default_rng(2)
-    pieces = ["plain ascii line", "e\u0301", "\u0301e", "ﬁne ＡＢＣ", "ΟΔΟ\u03f9", "\u03f9 x", "İİ", "한국어",
-              "\u1100\u1161", "\u1161", "Ⅻ ㎏ x²", "a" * 700, "ǅ", "\u0345", "😀", "\U00010400b"]
+    pieces = [
+        "plain ascii line",
+        "e\u0301",
+        "\u0301e",
+        "ﬁne ＡＢＣ",
+        "ΟΔΟ\u03f9",
+        "\u03f9 x",
+        "İİ",
+        "한국어",
+        "\u1100\u1161",
+        "\u1161",
+        "Ⅻ ㎏ x²",
+        "a" * 700,
+        "ǅ",
+        "\u0345",
+        "😀",
+        "\U00010400b",
+    ]
     lines = ["".join(rng.choice(pieces, size=int(rng.integers(0, 6)))) for _ in range(2000)]
     text = "\n".join(lines)
     assert len(text.encode()) > shingling._NFKC_BY_LINES
@@ -157,12 +208,12 @@ def random_sets(rng: np.random.Generator, sizes: list[int]) -> tuple[np.ndarray,
 def test_oph_equals_numpy_reference(num_perm: int) -> None:
     rng = np.random.default_rng(num_perm)
     oph = OnePermHasher(num_perm, 3)
-    sizes = [0, 1, 2, 3, 5, 8, 13, 30, 60, 100, 150, 300, 1000, 5000] + rng.integers(0, 400, 40).tolist()
+    sizes = [0, 1, 2, 3, 5, 8, 13, 30, 60, 100, 150, 300, 1000, 5000, *rng.integers(0, 400, 40).tolist()]
     hashes, offsets = random_sets(rng, sizes)
     hashes[:50] = np.array([0, 2**64 - 1] * 25, dtype=np.uint64)  # extremes
     raw = oph.signatures(hashes, offsets, densify=False)
-    assert np.array_equal(raw, oph._numpy_signatures(hashes, offsets, densify=False))
-    dense = oph._numpy_signatures(hashes, offsets)
+    assert np.array_equal(raw, oph_signatures(oph, hashes, offsets, densify=False))
+    dense = oph_signatures(oph, hashes, offsets)
     assert np.array_equal(oph.signatures(hashes, offsets), dense)
     assert np.array_equal(oph.densify(raw), dense)
     assert np.array_equal(oph.densify(raw[5]), dense[5])  # one signature
@@ -183,7 +234,7 @@ def test_oph_both_densification_paths(limit: int, monkeypatch: pytest.MonkeyPatc
         for row in raw:
             m = int(rng.integers(0, num_perm + 1))
             row[rng.choice(num_perm, m, replace=False)] = rng.integers(0, 2**32 - 1, m, dtype=np.uint32)
-        assert np.array_equal(oph.densify(raw), oph._numpy_densify(raw))
+        assert np.array_equal(oph.densify(raw), oph_densify(oph, raw))
 
 
 def test_oph_append_min_then_densify() -> None:
@@ -194,7 +245,7 @@ def test_oph_append_min_then_densify() -> None:
     raw = oph.signatures(np.concatenate([a, b]), np.array([0, 6, 15]), densify=False)
     union = oph.signature(np.concatenate([a, b]))
     assert np.array_equal(oph.densify(np.minimum(raw[0], raw[1])), union)
-    assert np.array_equal(oph._numpy_densify(np.minimum(raw[0], raw[1])), union)
+    assert np.array_equal(oph_densify(oph, np.minimum(raw[0], raw[1])), union)
 
 
 # ----- classic MinHash -----
@@ -203,10 +254,22 @@ def test_classic_equals_numpy_reference(num_perm: int) -> None:
     rng = np.random.default_rng(num_perm)
     mh = MinHasher(num_perm, 11)
     assert mh.family.prime == MERSENNE61
-    sizes = [0, 1, 2, 7, 100, 0, 1000] + rng.integers(0, 60, 30).tolist()
+    sizes = [0, 1, 2, 7, 100, 0, 1000, *rng.integers(0, 60, 30).tolist()]
     hashes, offsets = random_sets(rng, sizes)
-    extremes = [0, 1, MERSENNE61 - 1, MERSENNE61, MERSENNE61 + 1, 2**61, 2**62, 2**63, 2**64 - 1, 2**32 - 1, 2**32]
-    hashes[1:1 + len(extremes)] = np.array(extremes, dtype=np.uint64)
+    extremes = [
+        0,
+        1,
+        MERSENNE61 - 1,
+        MERSENNE61,
+        MERSENNE61 + 1,
+        2**61,
+        2**62,
+        2**63,
+        2**64 - 1,
+        2**32 - 1,
+        2**32,
+    ]
+    hashes[1 : 1 + len(extremes)] = np.array(extremes, dtype=np.uint64)
     got = mh.signatures(hashes, offsets)
     assert got.dtype == np.uint32
     assert np.array_equal(got, mh._numpy_signatures(hashes, offsets))
@@ -234,8 +297,12 @@ def corpus_slice(name: str, n: int, tmp: Path) -> list[str]:
         return [t for t in texts if t.strip()][:n]
     if not path.exists() and glob.glob("/var/lib/apt/lists/*_Packages*"):
         path = tmp / f"{name}.jsonl"
-        subprocess.run([sys.executable, str(ROOT / "scripts" / "corpora.py"), name, "--out", str(path)],
-                       check=True, capture_output=True, timeout=300)
+        subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "corpora.py"), name, "--out", str(path)],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
     if not path.exists():
         pytest.skip(f"{path} is not there and there are no apt lists to build it from (scripts/corpora.py)")
     with path.open() as f:
@@ -253,18 +320,22 @@ def test_corpus_slices(name: str, n: int, tmp_path: Path) -> None:
         batch = docs[i : i + 256]
         assert_same_batch(sh, batch)
         got = sh.batch(batch, tails=False)
-        assert np.array_equal(oph.signatures(got.hashes, got.offsets),
-                              oph._numpy_signatures(got.hashes, got.offsets))
+        assert np.array_equal(
+            oph.signatures(got.hashes, got.offsets), oph_signatures(oph, got.hashes, got.offsets)
+        )
         if i < 1024:
-            assert np.array_equal(mh.signatures(got.hashes, got.offsets),
-                                  mh._numpy_signatures(got.hashes, got.offsets))
+            assert np.array_equal(
+                mh.signatures(got.hashes, got.offsets), mh._numpy_signatures(got.hashes, got.offsets)
+            )
 
 
 # ----- startup -----
 def test_cli_does_not_import_numba() -> None:
     """`dedupd --help` and the pure modules leave numba unimported: the kernels load on first use."""
-    code = ("import sys, dedupd.cli, dedupd.fingerprint, dedupd.shingling, dedupd.minhash; "
-            "assert 'numba' not in sys.modules and 'dedupd.kernels' not in sys.modules")
+    code = (
+        "import sys, dedupd.cli, dedupd.fingerprint, dedupd.shingling, dedupd.minhash; "
+        "assert 'numba' not in sys.modules and 'dedupd.kernels' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
@@ -277,7 +348,7 @@ def test_distinct32_equals_numpy_reference(docs: list[list[int]]) -> None:
     offsets = np.zeros(len(docs) + 1, dtype=np.int64)
     np.cumsum([len(d) for d in docs], out=offsets[1:])
     got, got_off = distinct32(hashes, offsets)
-    want, want_off = _numpy_distinct32(hashes, offsets)
+    want, want_off = numpy_distinct32(hashes, offsets)
     assert got.dtype == np.uint32 and got.tolist() == want.tolist() and got_off.tolist() == want_off.tolist()
     for i, d in enumerate(docs):
         assert got[got_off[i] : got_off[i + 1]].tolist() == sorted({x & 0xFFFFFFFF for x in d})
@@ -291,7 +362,7 @@ def test_distinct64_equals_numpy_reference(docs: list[list[int]], limit: int) ->
     offsets = np.zeros(len(docs) + 1, dtype=np.int64)
     np.cumsum([len(d) for d in docs], out=offsets[1:])
     got, got_off, got_kept = shingling.distinct64(hashes, offsets, limit)
-    want, want_off, want_kept = shingling._numpy_distinct64(hashes, offsets, limit)
+    want, want_off, want_kept = numpy_distinct64(hashes, offsets, limit)
     assert got.dtype == np.uint64 and got.tolist() == want.tolist() and got_off.tolist() == want_off.tolist()
     assert got_kept.tolist() == want_kept.tolist()
     for i, d in enumerate(docs):

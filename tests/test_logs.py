@@ -22,8 +22,9 @@ def test_json_formatter_fields_and_exception() -> None:
     try:
         raise ValueError("boom")
     except ValueError:
-        record = logging.getLogger("dedupd.x").makeRecord("dedupd.x", logging.ERROR, __file__, 1, "failed %s",
-                                                          ("entry 1-0",), sys.exc_info())
+        record = logging.getLogger("dedupd.x").makeRecord(
+            "dedupd.x", logging.ERROR, __file__, 1, "failed %s", ("entry 1-0",), sys.exc_info()
+        )
     out = json.loads(JsonFormatter().format(record))
     assert out["level"] == "ERROR" and out["logger"] == "dedupd.x" and out["message"] == "failed entry 1-0"
     assert out["time"].endswith("Z") and "ValueError: boom" in out["exception"]
@@ -47,8 +48,13 @@ def test_setup_logging_switches_format(capsys: pytest.CaptureFixture[str]) -> No
 def test_serve_log_json_every_line_is_json(r: redis.Redis, redis_url: str) -> None:
     """A real `dedupd serve --log-json`: start, a document, SIGTERM; every stderr line parses."""
     env = {**os.environ, "DEDUPD_REDIS_URL": redis_url, "DEDUPD_BLOCK_MS": "100", "DEDUPD_METRICS_PORT": "0"}
-    proc = subprocess.Popen([sys.executable, "-m", "dedupd", "serve", "--log-json", "--consumer", "json-logs"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dedupd", "serve", "--log-json", "--consumer", "json-logs"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         r.xadd(Keys().docs, {"id": "a", "text": "one two three four"})
         deadline = time.monotonic() + 30

@@ -9,8 +9,10 @@ from dedupd.errors import ConfigError
 from dedupd.lsh import LSHParams, candidate_probability
 
 
-@pytest.mark.parametrize(("s", "p"), [(0.2, 0.006), (0.3, 0.047), (0.4, 0.186), (0.5, 0.470), (0.6, 0.802),
-                                      (0.7, 0.975), (0.8, 0.9996)])
+@pytest.mark.parametrize(
+    ("s", "p"),
+    [(0.2, 0.006), (0.3, 0.047), (0.4, 0.186), (0.5, 0.470), (0.6, 0.802), (0.7, 0.975), (0.8, 0.9996)],
+)
 def test_seed_table_b20_r5(s: float, p: float) -> None:
     """seeds/001: b=20, r=5."""
     got = float(candidate_probability(s, 20, 5))
@@ -19,7 +21,8 @@ def test_seed_table_b20_r5(s: float, p: float) -> None:
 
 def test_seed_single_band_probability() -> None:
     """seeds/001: at s=0.3, one band agrees with probability 0.3^5 = 0.00243; 20 bands give 0.0474."""
-    assert 0.3**5 == pytest.approx(0.00243)
+    one_band = 0.3**5
+    assert one_band == pytest.approx(0.00243)
     assert float(candidate_probability(0.3, 20, 5)) == pytest.approx(0.0474, abs=1e-4)
 
 

@@ -39,7 +39,7 @@ def test_seed_worked_example() -> None:
 def test_mersenne_arithmetic_equals_python_integers(xs: list[int], seed: int) -> None:
     """(a*x + b) mod (2^61-1) on split halves equals exact big-integer arithmetic, extremes included."""
     fam = HashFamily.seeded(8, seed)
-    xs = xs + [0, 1, MERSENNE61 - 1, 2**32 - 1, 2**32, 2**60]
+    xs = [*xs, 0, 1, MERSENNE61 - 1, 2**32 - 1, 2**32, 2**60]
     got = fam.apply(np.array(xs, dtype=np.uint64))
     for i, x in enumerate(xs):
         for j in range(8):
@@ -49,7 +49,9 @@ def test_mersenne_arithmetic_equals_python_integers(xs: list[int], seed: int) ->
 def test_reduce_maps_into_field() -> None:
     fam = HashFamily.seeded(4, 1)
     x = np.array([0, MERSENNE61, MERSENNE61 + 5, 2**64 - 1], dtype=np.uint64)
-    assert [int(v) for v in fam.reduce(x)] == [v % MERSENNE61 for v in (0, MERSENNE61, MERSENNE61 + 5, 2**64 - 1)]
+    assert [int(v) for v in fam.reduce(x)] == [
+        v % MERSENNE61 for v in (0, MERSENNE61, MERSENNE61 + 5, 2**64 - 1)
+    ]
 
 
 def test_estimate_within_expected_error_of_exact_jaccard() -> None:

@@ -47,7 +47,9 @@ def _check_same(sets: list[np.ndarray], threshold: float, **kw: int) -> int:
     got = oracle.similar_pairs(sets, threshold, **kw)
     want = oracle.naive_pairs(sets, threshold)
     assert got.as_set() == set(want)
-    for i, j, inter, union in zip(got.i.tolist(), got.j.tolist(), got.inter.tolist(), got.union.tolist()):
+    for i, j, inter, union in zip(
+        got.i.tolist(), got.j.tolist(), got.inter.tolist(), got.union.tolist(), strict=True
+    ):
         assert i < j
         assert Fraction(inter, union) == want[(i, j)]
     return len(want)
@@ -94,7 +96,7 @@ def _ref_word_shingles(text: str, k: int) -> set[tuple[str, ...]]:
     words = re.findall(r"\w+", re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text).lower()))
     if len(words) < k:
         return {tuple(words)} if words else set()
-    return {tuple(words[i:i + k]) for i in range(len(words) - k + 1)}
+    return {tuple(words[i : i + k]) for i in range(len(words) - k + 1)}
 
 
 TEXTS = [
@@ -115,7 +117,7 @@ TEXTS = [
 
 def test_shingle_sets_match_a_reference_word_shingler() -> None:
     sets = oracle.shingle_sets(TEXTS, "word:3")
-    for text, s in zip(TEXTS, sets):
+    for text, s in zip(TEXTS, sets, strict=True):
         assert s.dtype == np.uint64
         assert np.all(s[1:] > s[:-1])  # sorted, distinct
         assert len(s) == len(_ref_word_shingles(text, 3)), text

@@ -17,7 +17,25 @@ from dedupd.fingerprint import AppendTo, Fingerprint, Fingerprinter
 from dedupd.record import VERSION, VERSION_HASHES, decode_records, encode_record, record_doc_id
 from dedupd.spec import IndexSpec
 
-WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu", "nu", "xi", "omicron", "pi", "rho"]
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "epsilon",
+    "zeta",
+    "eta",
+    "theta",
+    "iota",
+    "kappa",
+    "lambda",
+    "mu",
+    "nu",
+    "xi",
+    "omicron",
+    "pi",
+    "rho",
+]
 
 
 def text_of(n_words: int, seed: int) -> str:
@@ -37,10 +55,21 @@ def same(a: Fingerprint, b: Fingerprint, shingles: bool) -> None:
 @pytest.mark.parametrize("exact", [True, False])
 def test_round_trip_short_and_long(minhash: str, exact: bool) -> None:
     fpr = Fingerprinter(IndexSpec("word:3", 64, 7, 16, 4, minhash), keep_shingles=exact)
-    texts = ["", "one", "two words", text_of(10, 1), text_of(30, 2), text_of(63, 3), text_of(64, 4),
-             text_of(200, 5), "x " * 500]  # the last: 500 shingles, 1 distinct
+    texts = [
+        "",
+        "one",
+        "two words",
+        text_of(10, 1),
+        text_of(30, 2),
+        text_of(63, 3),
+        text_of(64, 4),
+        text_of(200, 5),
+        "x " * 500,
+    ]  # the last: 500 shingles, 1 distinct
     fps = fpr.compute(texts)
-    blobs = [encode_record(f"id{i}", fp, f"{i}-0", "src" if i % 2 else None, exact) for i, fp in enumerate(fps)]
+    blobs = [
+        encode_record(f"id{i}", fp, f"{i}-0", "src" if i % 2 else None, exact) for i, fp in enumerate(fps)
+    ]
     got = decode_records(list(range(len(texts))), blobs, fpr)
     assert {b[0] for b in blobs} == {VERSION, VERSION_HASHES}  # both forms, read back in one call
     for i, fp in enumerate(fps):
@@ -55,8 +84,9 @@ def test_round_trip_short_and_long(minhash: str, exact: bool) -> None:
         assert blobs[i][0] == (VERSION_HASHES if short else VERSION)
         assert (fp.hashes is not None) == short
         if short:  # the short form is the smaller one
-            long_form = encode_record(f"id{i}", dataclasses.replace(fp, hashes=None), f"{i}-0",
-                                      "src" if i % 2 else None, exact)
+            long_form = encode_record(
+                f"id{i}", dataclasses.replace(fp, hashes=None), f"{i}-0", "src" if i % 2 else None, exact
+            )
             assert len(blobs[i]) < len(long_form)
             assert np.array_equal(rec.fingerprint.hashes, fp.hashes)
 

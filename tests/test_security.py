@@ -69,7 +69,9 @@ def serve_push_alerts_check(url: str, tmp_path: Path, admin: redis.Redis) -> str
         assert pushed.returncode == 0, pushed.stderr + daemon.stderr
         shown = run(url, "alerts", "--json")
         assert shown.returncode == 0, shown.stderr
-        assert {(a, b) for a, b in expected} <= {(x["id"], x["duplicate_of"]) for x in map(_json, shown.stdout.split("\n")) if x}
+        assert {(a, b) for a, b in expected} <= {
+            (x["id"], x["duplicate_of"]) for x in map(_json, shown.stdout.split("\n")) if x
+        }
         stats = run(url, "stats", "--interval", "0")
         assert stats.returncode == 0, stats.stderr
     finally:
@@ -133,19 +135,83 @@ def test_tls_on_loopback_with_a_self_signed_certificate(tmp_path: Path) -> None:
         pytest.skip("this redis-server is built without TLS (BUILD_TLS=no)")
     ca, crt, key = tmp_path / "ca.pem", tmp_path / "server.pem", tmp_path / "server.key"
     cakey = tmp_path / "ca.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
-                    "/CN=dedupd test CA", "-keyout", str(cakey), "-out", str(ca)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=dedupd test CA",
+            "-keyout",
+            str(cakey),
+            "-out",
+            str(ca),
+        ],
+        check=True,
+        capture_output=True,
+    )
     csr = tmp_path / "server.csr"
-    subprocess.run(["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout", str(key),
-                    "-out", str(csr)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            str(key),
+            "-out",
+            str(csr),
+        ],
+        check=True,
+        capture_output=True,
+    )
     ext = tmp_path / "san.ext"
     ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    subprocess.run(["openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(cakey),
-                    "-CAcreateserial", "-days", "2", "-extfile", str(ext), "-out", str(crt)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "x509",
+            "-req",
+            "-in",
+            str(csr),
+            "-CA",
+            str(ca),
+            "-CAkey",
+            str(cakey),
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            str(ext),
+            "-out",
+            str(crt),
+        ],
+        check=True,
+        capture_output=True,
+    )
     port = free_port()
-    server = RedisProc(tmp_path / "redis", 0, "--tls-port", str(port), "--tls-cert-file", str(crt),
-                       "--tls-key-file", str(key), "--tls-ca-cert-file", str(ca), "--tls-auth-clients", "no")
+    server = RedisProc(
+        tmp_path / "redis",
+        0,
+        "--tls-port",
+        str(port),
+        "--tls-cert-file",
+        str(crt),
+        "--tls-key-file",
+        str(key),
+        "--tls-ca-cert-file",
+        str(ca),
+        "--tls-auth-clients",
+        "no",
+    )
     server.start(wait=False)
     tls = {"ssl": True, "ssl_ca_certs": str(ca)}
     try:

@@ -21,8 +21,11 @@ def test_documented_defaults_equal_code_defaults(monkeypatch: pytest.MonkeyPatch
     assert documented, "the config file documents no setting"
     for key, value in documented.items():
         assert getattr(defaults, key) == value, key
-    commented = {line.lstrip("# ").split(" =")[0] for line in CONFIG.read_text().splitlines()
-                 if line.startswith("# ") and " = " in line}
+    commented = {
+        line.lstrip("# ").split(" =")[0]
+        for line in CONFIG.read_text().splitlines()
+        if line.startswith("# ") and " = " in line
+    }
     assert set(Settings.model_fields) <= set(documented) | commented
 
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dedupd.spec import ShingleSpec
 from dedupd.shingling import Shingler, jaccard, normalize
+from dedupd.spec import ShingleSpec
 
 
 def reference_shingles(text: str, unit: str, k: int) -> set[tuple[str, ...]]:
@@ -83,7 +83,15 @@ def test_matches_reference_jaccard(a: str, b: str, unit: str, k: int) -> None:
 
 def test_batch_equals_one_by_one() -> None:
     sh = Shingler(ShingleSpec("word", 3))
-    docs = ["one two three four", "", "x y", "!!!", "one two three four, five: six", "a " * 50, "Ünïcode wörds ok"]
+    docs = [
+        "one two three four",
+        "",
+        "x y",
+        "!!!",
+        "one two three four, five: six",
+        "a " * 50,
+        "Ünïcode wörds ok",
+    ]
     batch = sh.batch(docs)
     for i, d in enumerate(docs):
         assert np.array_equal(batch.distinct(i), sh.hash_set(d))

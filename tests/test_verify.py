@@ -30,7 +30,9 @@ def test_jaccard_pairs_on_large_sets_with_the_full_uint32_range() -> None:
     rng = np.random.default_rng(3)
     base = rng.integers(0, 2**32, 5000, dtype=np.uint64).astype(np.uint32)
     a = np.unique(base)
-    b = np.unique(np.concatenate([base[:4000], rng.integers(0, 2**32, 900, dtype=np.uint64).astype(np.uint32)]))
+    b = np.unique(
+        np.concatenate([base[:4000], rng.integers(0, 2**32, 900, dtype=np.uint64).astype(np.uint32)])
+    )
     sa, sb = set(a.tolist()), set(b.tolist())
     got = jaccard_pairs([a, b], np.array([0, 1]), np.array([1, 0]))
     assert got.tolist() == [len(sa & sb) / len(sa | sb)] * 2
@@ -46,4 +48,6 @@ def test_agreement_pairs_equals_estimate() -> None:
 
 def test_no_pairs() -> None:
     assert jaccard_pairs([], np.zeros(0, np.int64), np.zeros(0, np.int64)).shape == (0,)
-    assert agreement_pairs(np.zeros((0, 4), np.uint32), np.zeros(0, np.int64), np.zeros(0, np.int64)).shape == (0,)
+    assert agreement_pairs(
+        np.zeros((0, 4), np.uint32), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    ).shape == (0,)

@@ -37,14 +37,14 @@ from dedupd.mining.bitmaps import fits as bm_fits
 from dedupd.mining.candidates import apriori_gen
 from dedupd.mining.counting import (
     CandidateIndex,
-    find_rows,
     Occurrences,
-    positions,
     count_candidates,
+    find_rows,
     merge_identical,
     occurrences_of,
     pairs_triangular,
     pairs_triples,
+    positions,
     row_end,
 )
 from dedupd.mining.result import MiningResult, PassReport, Progress
@@ -121,8 +121,9 @@ def pass_items(baskets: Baskets, min_count: int, number: int = 1) -> tuple[Frequ
     t0 = time.perf_counter()
     keep = baskets.item_counts >= min_count
     prep = restrict(baskets, keep)
-    report = PassReport(number, "items", "item counts", 4 * baskets.n_items, baskets.n_items, prep.m,
-                        time.perf_counter() - t0)
+    report = PassReport(
+        number, "items", "item counts", 4 * baskets.n_items, baskets.n_items, prep.m, time.perf_counter() - t0
+    )
     return prep, report
 
 
@@ -155,7 +156,9 @@ def choose_pair_method(prep: Frequent, method: PairMethod) -> tuple[str, str]:
     return "triangular", why + " (>= 1/3: triangular matrix)"
 
 
-def pass_pairs(prep: Frequent, min_count: int, method: PairMethod, number: int) -> tuple[I32, I64, PassReport]:
+def pass_pairs(
+    prep: Frequent, min_count: int, method: PairMethod, number: int
+) -> tuple[I32, I64, PassReport]:
     """Pass 2 of A-Priori: count all pairs of frequent items; returns (L_2 rows, counts, report)."""
     t0 = time.perf_counter()
     chosen, why = choose_pair_method(prep, method)
@@ -179,8 +182,16 @@ def pass_pairs(prep: Frequent, min_count: int, method: PairMethod, number: int) 
     else:
         raise ConfigError(f"pair counting must be auto, triangular or triples; got {method!r}")
     sets = np.stack([i, j], axis=1).astype(np.int32)
-    report = PassReport(number, "pairs", structure, nbytes, m * (m - 1) // 2, sets.shape[0],
-                        time.perf_counter() - t0, f"{why}; {occurring} occurred")
+    report = PassReport(
+        number,
+        "pairs",
+        structure,
+        nbytes,
+        m * (m - 1) // 2,
+        sets.shape[0],
+        time.perf_counter() - t0,
+        f"{why}; {occurring} occurred",
+    )
     return sets, pair_counts.astype(np.int64), report
 
 
@@ -263,8 +274,9 @@ def higher_levels(
                 occ = None
         sets = cand.sets[f]
         levels.append((sets, counts[f]))
-        report = PassReport(number, f"{k}-itemsets", structure, nbytes, cand.n, sets.shape[0],
-                            time.perf_counter() - t0)
+        report = PassReport(
+            number, f"{k}-itemsets", structure, nbytes, cand.n, sets.shape[0], time.perf_counter() - t0
+        )
         reports.append(report)
         if progress:
             progress(report)
@@ -281,9 +293,10 @@ def _occurrences_of_level(prep: Frequent, sets: I32) -> Occurrences:
     occ = Occurrences(positions(prep.items.shape[0]), prep.items)
     ids = np.arange(m, dtype=np.int64)
     space = m
+    prev_prefixes: I32 | None = None  # the (w-1)-prefixes of the previous step (none before w = 2)
     for w in range(2, sets.shape[1] + 1):
         prefixes = np.unique(sets[:, :w], axis=0)
-        if w == 2:
+        if prev_prefixes is None:  # w == 2: the prefixes are single items, their ids the items
             pid = prefixes[:, 0].astype(np.int64)
         else:
             pid = ids[find_rows(prev_prefixes, prefixes[:, : w - 1])]
@@ -342,4 +355,6 @@ def apriori(
             progress(rep2)
         levels, more = higher_levels(prep, sets, counts, min_count, max_size, 3, progress, layout)
         reports.extend(more)
-    return MiningResult(baskets.vocab, baskets.n_baskets, min_count, to_original(prep, levels), "apriori", reports)
+    return MiningResult(
+        baskets.vocab, baskets.n_baskets, min_count, to_original(prep, levels), "apriori", reports
+    )

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import chain, islice
+from itertools import chain, islice, pairwise
 from pathlib import Path
 
 import numpy as np
@@ -99,7 +99,7 @@ class Baskets:
     def split(self, k: int) -> list[Baskets]:
         """``k`` contiguous chunks of nearly equal basket counts (SON's chunks)."""
         bounds = np.linspace(0, self.n_baskets, max(1, k) + 1).astype(np.int64)
-        return [self.slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
+        return [self.slice(int(a), int(b)) for a, b in pairwise(bounds) if b > a]
 
     @classmethod
     def from_lists(cls, baskets: Sequence[Sequence[str]]) -> Baskets:
@@ -182,7 +182,7 @@ def _open_lines(path: str | Path) -> Iterator[tuple[Iterable[str], str]]:
         yield sys.stdin, "<stdin>"
         return
     try:
-        f = Path(path).open(encoding="utf-8")
+        f = Path(path).open(encoding="utf-8")  # noqa: SIM115 (`with f` below closes it; only open's OSError is caught)
     except OSError as exc:
         raise InputError("no_file", f"cannot read basket file {str(path)!r}: {exc}") from None
     with f:

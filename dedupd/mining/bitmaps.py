@@ -46,7 +46,8 @@ def item_bitmaps(items: I32, indptr: I64, n_items: int) -> U64:
 
 def popcounts(bm: U64) -> I64:
     """Set bits per row."""
-    return np.bitwise_count(bm).sum(axis=1, dtype=np.int64)
+    counts: I64 = np.bitwise_count(bm).sum(axis=1, dtype=np.int64)
+    return counts
 
 
 def extend_bitmaps(prev: U64, items: U64, prefix: I64, item: I32, min_count: int) -> tuple[I64, U64]:

@@ -56,7 +56,9 @@ def apriori_gen(prev: I32) -> Candidates:
     n, w = prev.shape
     k = w + 1
     if n < 2:
-        return Candidates(np.zeros((0, k), dtype=np.int32), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32))
+        return Candidates(
+            np.zeros((0, k), dtype=np.int32), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
+        )
     if w == 1:
         starts = np.array([0], dtype=np.int64)
     else:

@@ -6,7 +6,7 @@ import os
 import sys
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -17,11 +17,15 @@ from dedupd.mining.memory import mine_within, parse_bytes
 from dedupd.mining.output import params, payload, render_csv, render_json, render_table
 from dedupd.mining.pcy import DEFAULT_BUCKETS, multihash, multistage, pcy
 from dedupd.mining.result import MiningResult, PassReport
-from dedupd.mining.rules import generate_rules
+from dedupd.mining.rules import Rule, SortKey, generate_rules
 from dedupd.mining.sampling import random_sampling
-from dedupd.mining.son import son
+from dedupd.mining.son import Engine, son
 from dedupd.mining.support import resolve_support
 from dedupd.mining.toivonen import toivonen
+
+if TYPE_CHECKING:
+    from dedupd.connection import RedisClient
+    from dedupd.keys import Keys
 
 ALGORITHMS = ("apriori", "pcy", "multistage", "multihash", "sample", "son", "toivonen")
 
@@ -35,114 +39,199 @@ def _positive_support(ctx: click.Context, param: click.Parameter, value: float) 
 
 
 @click.command("mine")
-@click.option("--input", "input_path", type=click.Path(dir_okay=False, allow_dash=True),
-              help="Basket file: one basket per line (items separated by whitespace) or JSON lines "
-                   '({"items": [...]}); "-" for stdin. Without it: the baskets in Redis.')
-@click.option("--support", type=float, default=0.01, show_default=True, callback=_positive_support,
-              help="Minimum support: a fraction of the baskets (0 < s < 1) or a count of baskets (>= 1).")
-@click.option("--confidence", type=click.FloatRange(0, 1), default=0.5, show_default=True,
-              help="Minimum confidence of a rule.")
-@click.option("--algorithm", type=click.Choice(ALGORITHMS), default=None,
-              help="Default: apriori (the fastest exact one here), or the one --memory picks.")
+@click.option(
+    "--input",
+    "input_path",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Basket file: one basket per line (items separated by whitespace) or JSON lines "
+    '({"items": [...]}); "-" for stdin. Without it: the baskets in Redis.',
+)
+@click.option(
+    "--support",
+    type=float,
+    default=0.01,
+    show_default=True,
+    callback=_positive_support,
+    help="Minimum support: a fraction of the baskets (0 < s < 1) or a count of baskets (>= 1).",
+)
+@click.option(
+    "--confidence",
+    type=click.FloatRange(0, 1),
+    default=0.5,
+    show_default=True,
+    help="Minimum confidence of a rule.",
+)
+@click.option(
+    "--algorithm",
+    type=click.Choice(ALGORITHMS),
+    default=None,
+    help="Default: apriori (the fastest exact one here), or the one --memory picks.",
+)
 @click.option("--max-size", type=click.IntRange(min=1), default=None, help="Largest itemset size.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
-@click.option("--memory", default=None,
-              help="Byte budget for counting structures (e.g. 64MiB): picks A-Priori, PCY, Multistage or Multihash.")
-@click.option("--engine", type=click.Choice(["local", "dask"]), default="local", show_default=True,
-              help="SON: local processes, or Dask distributed.")
-@click.option("--scheduler", default=None, help="SON on Dask: scheduler address (tcp://host:8786); "
-                                                 "without it --engine dask starts a local cluster.")
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="SON: processes or local Dask workers.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True
+)
+@click.option(
+    "--memory",
+    default=None,
+    help="Byte budget for counting structures (e.g. 64MiB): picks A-Priori, PCY, Multistage or Multihash.",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "dask"]),
+    default="local",
+    show_default=True,
+    help="SON: local processes, or Dask distributed.",
+)
+@click.option(
+    "--scheduler",
+    default=None,
+    help="SON on Dask: scheduler address (tcp://host:8786); without it --engine dask starts a local cluster.",
+)
+@click.option(
+    "--workers", type=click.IntRange(min=1), default=None, help="SON: processes or local Dask workers."
+)
 @click.option("--chunks", type=click.IntRange(min=1), default=None, help="SON: number of chunks.")
-@click.option("--buckets", type=click.IntRange(min=2), default=DEFAULT_BUCKETS, show_default=True,
-              help="PCY family: hash buckets (rounded down to a power of two).")
-@click.option("--sample-fraction", type=click.FloatRange(0, 1, min_open=True), default=0.1, show_default=True,
-              help="sample/toivonen: share of the baskets in the sample.")
+@click.option(
+    "--buckets",
+    type=click.IntRange(min=2),
+    default=DEFAULT_BUCKETS,
+    show_default=True,
+    help="PCY family: hash buckets (rounded down to a power of two).",
+)
+@click.option(
+    "--sample-fraction",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=0.1,
+    show_default=True,
+    help="sample/toivonen: share of the baskets in the sample.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="sample/toivonen/son: random seed.")
 @click.option("--rules/--no-rules", "want_rules", default=True, show_default=True)
 @click.option("--top-k", type=click.IntRange(min=1), default=None, help="Keep the best k rules.")
-@click.option("--sort-by", type=click.Choice(["confidence", "lift", "interest", "support", "leverage"]),
-              default="confidence", show_default=True, help="Rule order (and what --top-k keeps).")
+@click.option(
+    "--sort-by",
+    type=click.Choice(["confidence", "lift", "interest", "support", "leverage"]),
+    default="confidence",
+    show_default=True,
+    help="Rule order (and what --top-k keeps).",
+)
 @click.option("--max-antecedent", type=click.IntRange(min=1), default=None, help="Largest rule antecedent.")
-@click.option("--max-consequent", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Largest rule consequent (the seed's rules I -> j have one item).")
+@click.option(
+    "--max-consequent",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Largest rule consequent (the seed's rules I -> j have one item).",
+)
 @click.option("--min-lift", type=float, default=None, help="Drop rules with a lower lift.")
-@click.option("--min-interest", type=float, default=None, help="Drop rules with a lower interest |conf - Pr[j]|.")
-@click.option("--limit", type=click.IntRange(min=0), default=50, show_default=True,
-              help="Table format: rows shown per section (0: all).")
-@click.option("--store/--no-store", default=True, show_default=True,
-              help="When mining the Redis baskets, store the result back for other consumers.")
+@click.option(
+    "--min-interest", type=float, default=None, help="Drop rules with a lower interest |conf - Pr[j]|."
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    default=50,
+    show_default=True,
+    help="Table format: rows shown per section (0: all).",
+)
+@click.option(
+    "--store/--no-store",
+    default=True,
+    show_default=True,
+    help="When mining the Redis baskets, store the result back for other consumers.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
-@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
-              help="TOML settings file (also DEDUPD_CONFIG), for the Redis baskets.")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="TOML settings file (also DEDUPD_CONFIG), for the Redis baskets.",
+)
 @click.option("--redis-url", help="redis:// or rediss:// URL (DEDUPD_REDIS_URL); unset: embedded Redis.")
 @click.option("--prefix", help="Key prefix (DEDUPD_PREFIX, default 'dedupd').")
-def mine(input_path: str | None, support: float, confidence: float, algorithm: str | None, max_size: int | None,
-         fmt: str, memory: str | None, engine: str, scheduler: str | None, workers: int | None,
-         chunks: int | None, buckets: int, sample_fraction: float, seed: int, want_rules: bool,
-         top_k: int | None, sort_by: str, max_antecedent: int | None, max_consequent: int | None,
-         min_lift: float | None, min_interest: float | None, limit: int, store: bool, quiet: bool,
-         config_file: str | None = None, redis_url: str | None = None, prefix: str | None = None) -> None:
+def mine(
+    input_path: str | None,
+    support: float,
+    confidence: float,
+    algorithm: str | None,
+    max_size: int | None,
+    fmt: str,
+    memory: str | None,
+    engine: str,
+    scheduler: str | None,
+    workers: int | None,
+    chunks: int | None,
+    buckets: int,
+    sample_fraction: float,
+    seed: int,
+    want_rules: bool,
+    top_k: int | None,
+    sort_by: str,
+    max_antecedent: int | None,
+    max_consequent: int | None,
+    min_lift: float | None,
+    min_interest: float | None,
+    limit: int,
+    store: bool,
+    quiet: bool,
+    config_file: str | None = None,
+    redis_url: str | None = None,
+    prefix: str | None = None,
+) -> None:
     """Frequent itemsets and association rules over the baskets (A-Priori, PCY, SON, Toivonen, ...)."""
+
     def progress(r: PassReport) -> None:
         if not quiet:
             click.echo(r.line(), err=True)
 
     try:
-        if (engine == "dask" or scheduler) and algorithm not in (None, "son"):
-            raise ConfigError("--engine dask / --scheduler run SON: use --algorithm son (or leave it out)")
-        if engine == "dask" or scheduler:
-            algorithm = algorithm or "son"
-        if memory is not None and algorithm is not None:
-            raise ConfigError("--memory picks the algorithm itself: leave out --algorithm (or --memory)")
-        client = keys = None
-        t0 = time.perf_counter()
-        if input_path:
-            baskets = load_baskets(input_path)
-            source = input_path
-        else:
-            from dedupd.connection import connect
-            from dedupd.keys import Keys
-            from dedupd.mining.redis_source import read_baskets
-            from dedupd.settings import load_settings
-
-            if config_file:
-                os.environ["DEDUPD_CONFIG"] = config_file
-            settings = load_settings(redis_url=redis_url, prefix=prefix)
-            client = connect(settings)
-            keys = Keys(settings.prefix)
-            got = read_baskets(client, keys)
-            baskets = Baskets.from_lists(got.baskets)
-            source = f"redis stream {keys.baskets}"
-            if got.malformed and not quiet:
-                click.echo(f"warning: skipped {got.malformed} malformed basket entries", err=True)
-        if not quiet:
-            click.echo(f"read {baskets.n_baskets} baskets, {baskets.n_items} items from {source} "
-                       f"in {time.perf_counter() - t0:.3f}s", err=True)
+        algorithm = _algorithm_of(algorithm, engine, scheduler, memory)
+        baskets, source, client, keys = _read_input(input_path, config_file, redis_url, prefix, quiet)
         if baskets.n_baskets == 0:
             raise ConfigError(f"no baskets in {source}: nothing to mine")
         min_count = resolve_support(support, baskets.n_baskets)
-        result = _run(baskets, min_count, algorithm, max_size, memory, engine, scheduler, workers, chunks,
-                      buckets, sample_fraction, seed, progress)
-        rules = generate_rules(result, confidence, max_antecedent, max_consequent, top_k, min_lift, min_interest,
-                               sort_by) if want_rules else []  # type: ignore[arg-type]
-        for note in result.notes:
-            if not quiet:
-                click.echo(f"note: {note}", err=True)
-        for warning in result.warnings:
-            click.echo(f"warning: {warning}", err=True)
-        if fmt == "json":
-            click.echo(render_json(result, rules))
-        elif fmt == "csv":
-            click.echo(render_csv(result, rules), nl=False)
-        else:
-            click.echo(render_table(result, rules, limit or None), nl=False)
+        result = _run(
+            baskets,
+            min_count,
+            algorithm,
+            max_size,
+            memory,
+            engine,
+            scheduler,
+            workers,
+            chunks,
+            buckets,
+            sample_fraction,
+            seed,
+            progress,
+        )
+        rules = (
+            generate_rules(
+                result,
+                confidence,
+                max_antecedent,
+                max_consequent,
+                top_k,
+                min_lift,
+                min_interest,
+                cast(SortKey, sort_by),
+            )
+            if want_rules
+            else []
+        )
+        _print(result, rules, fmt, limit, quiet)
         if client is not None and keys is not None and store:
             from dedupd.mining.redis_source import store_result
 
             doc: dict[str, Any] = payload(result, rules)
-            doc["params"] = params(result, support=support, confidence=confidence, max_size=max_size,
-                                   mined_at=datetime.now(UTC).isoformat(timespec="seconds"))
+            doc["params"] = params(
+                result,
+                support=support,
+                confidence=confidence,
+                max_size=max_size,
+                mined_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            )
             store_result(client, keys, doc)
             if not quiet:
                 click.echo(f"stored the result at {keys.mined}", err=True)
@@ -150,9 +239,88 @@ def mine(input_path: str | None, support: float, confidence: float, algorithm: s
         raise click.ClickException(str(exc)) from exc
 
 
-def _run(baskets: Baskets, min_count: int, algorithm: str | None, max_size: int | None, memory: str | None,
-         engine: str, scheduler: str | None, workers: int | None, chunks: int | None, buckets: int,
-         fraction: float, seed: int, progress: Any) -> MiningResult:
+def _algorithm_of(
+    algorithm: str | None, engine: str, scheduler: str | None, memory: str | None
+) -> str | None:
+    """The algorithm the options ask for (None: --memory picks it, or the default)."""
+    if (engine == "dask" or scheduler) and algorithm not in (None, "son"):
+        raise ConfigError("--engine dask / --scheduler run SON: use --algorithm son (or leave it out)")
+    if engine == "dask" or scheduler:
+        algorithm = algorithm or "son"
+    if memory is not None and algorithm is not None:
+        raise ConfigError("--memory picks the algorithm itself: leave out --algorithm (or --memory)")
+    return algorithm
+
+
+def _read_input(
+    input_path: str | None,
+    config_file: str | None,
+    redis_url: str | None,
+    prefix: str | None,
+    quiet: bool,
+) -> tuple[Baskets, str, RedisClient | None, Keys | None]:
+    """The baskets, from the file or from Redis: ``(baskets, source, client, keys)`` (the last two None
+    for a file)."""
+    client = keys = None
+    t0 = time.perf_counter()
+    if input_path:
+        baskets = load_baskets(input_path)
+        source = input_path
+    else:
+        from dedupd.connection import connect
+        from dedupd.keys import Keys
+        from dedupd.mining.redis_source import read_baskets
+        from dedupd.settings import load_settings
+
+        if config_file:
+            os.environ["DEDUPD_CONFIG"] = config_file
+        settings = load_settings(redis_url=redis_url, prefix=prefix)
+        client = connect(settings)
+        keys = Keys(settings.prefix)
+        got = read_baskets(client, keys)
+        baskets = Baskets.from_lists(got.baskets)
+        source = f"redis stream {keys.baskets}"
+        if got.malformed and not quiet:
+            click.echo(f"warning: skipped {got.malformed} malformed basket entries", err=True)
+    if not quiet:
+        click.echo(
+            f"read {baskets.n_baskets} baskets, {baskets.n_items} items from {source} "
+            f"in {time.perf_counter() - t0:.3f}s",
+            err=True,
+        )
+    return baskets, source, client, keys
+
+
+def _print(result: MiningResult, rules: list[Rule], fmt: str, limit: int, quiet: bool) -> None:
+    """Notes and warnings on stderr, the result on stdout in the format asked for."""
+    for note in result.notes:
+        if not quiet:
+            click.echo(f"note: {note}", err=True)
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if fmt == "json":
+        click.echo(render_json(result, rules))
+    elif fmt == "csv":
+        click.echo(render_csv(result, rules), nl=False)
+    else:
+        click.echo(render_table(result, rules, limit or None), nl=False)
+
+
+def _run(
+    baskets: Baskets,
+    min_count: int,
+    algorithm: str | None,
+    max_size: int | None,
+    memory: str | None,
+    engine: str,
+    scheduler: str | None,
+    workers: int | None,
+    chunks: int | None,
+    buckets: int,
+    fraction: float,
+    seed: int,
+    progress: Any,
+) -> MiningResult:
     if memory is not None:
         return mine_within(baskets, min_count, parse_bytes(memory), max_size, progress)
     algorithm = algorithm or "apriori"
@@ -168,8 +336,17 @@ def _run(baskets: Baskets, min_count: int, algorithm: str | None, max_size: int 
         return random_sampling(baskets, min_count, max_size, progress, fraction=fraction, seed=seed)
     if algorithm == "toivonen":
         return toivonen(baskets, min_count, max_size, progress, fraction=fraction, seed=seed)
-    return son(baskets, min_count, max_size, progress, chunks=chunks, engine=engine,  # type: ignore[arg-type]
-               workers=workers, scheduler=scheduler, shuffle=seed)
+    return son(
+        baskets,
+        min_count,
+        max_size,
+        progress,
+        chunks=chunks,
+        engine=cast(Engine, engine),
+        workers=workers,
+        scheduler=scheduler,
+        shuffle=seed,
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover - `python -m dedupd.mining.cli`

@@ -131,7 +131,7 @@ class RowLookup:
             return np.full(queries.shape[0], -1, dtype=np.int64)
         qh = row_hash(queries)
         at = np.minimum(np.searchsorted(sh, qh), sh.shape[0] - 1)
-        idx = self.order[at].astype(np.int64)
+        idx: I64 = self.order[at].astype(np.int64)
         same_hash = sh[at] == qh
         ok = same_hash & (table[idx] == queries).all(axis=1)
         idx[~ok] = -1
@@ -169,7 +169,9 @@ class CandidateIndex:
     DENSE_CELLS = 1 << 24
 
     @classmethod
-    def build(cls, prefix: npt.NDArray[np.integer], item: I32, n_prefix_sets: int, n_items: int) -> CandidateIndex:
+    def build(
+        cls, prefix: npt.NDArray[np.integer], item: I32, n_prefix_sets: int, n_items: int
+    ) -> CandidateIndex:
         """Index candidates ``k`` = (``prefix[k]``, ``item[k]``), ids ``0..len-1``."""
         n = int(prefix.shape[0])
         pmask = np.zeros(n_prefix_sets, dtype=bool)
@@ -209,7 +211,11 @@ class CandidateIndex:
 
     def nbytes(self) -> int:
         """Bytes of the lookup structure plus one 4-byte count per candidate."""
-        own = self.table.nbytes if self.table is not None else (self.keys.nbytes if self.keys is not None else 0)
+        own = (
+            self.table.nbytes
+            if self.table is not None
+            else (self.keys.nbytes if self.keys is not None else 0)
+        )
         return int(own + self.offset.nbytes + self.col.nbytes + 4 * self.n)
 
 
@@ -230,7 +236,7 @@ class Occurrences:
 
 def positions(n: int) -> I64:
     """``arange(n)`` as positions: int32 when they fit."""
-    return np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)  # type: ignore[return-value]
+    return np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
 
 
 KEEP_CAP = 1 << 24  # occurrences kept in memory between levels before recomputing instead
@@ -253,7 +259,12 @@ def matches(items: I32, rowend: I64, occ: Occurrences, index: CandidateIndex) ->
 
 
 def count_candidates(
-    items: I32, rowend: I64, occ: Occurrences, index: CandidateIndex, keep: bool = True, wpos: F64 | None = None
+    items: I32,
+    rowend: I64,
+    occ: Occurrences,
+    index: CandidateIndex,
+    keep: bool = True,
+    wpos: F64 | None = None,
 ) -> tuple[I64, Occurrences | None]:
     """Count candidates over all baskets by extending the previous level's occurrences.
 
@@ -351,7 +362,9 @@ def weighted_unique(keys: I64, weights: F64 | None) -> tuple[I64, I64]:
     if weights is None:
         k, c = np.unique(keys, return_counts=True)
         return k.astype(np.int64), c.astype(np.int64)
-    return merge_counts(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), keys, weights.astype(np.int64))
+    return merge_counts(
+        np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), keys, weights.astype(np.int64)
+    )
 
 
 def merge_counts(k1: I64, c1: I64, k2: I64, c2: I64) -> tuple[I64, I64]:

@@ -34,8 +34,22 @@ from dedupd.mining.baskets import Baskets
 from dedupd.mining.pcy import multihash, multistage, pcy
 from dedupd.mining.result import MiningResult, Progress
 
-_UNITS = {"": 1, "B": 1, "K": 10**3, "KB": 10**3, "KIB": 2**10, "M": 10**6, "MB": 10**6, "MIB": 2**20,
-          "G": 10**9, "GB": 10**9, "GIB": 2**30, "T": 10**12, "TB": 10**12, "TIB": 2**40}
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": 10**3,
+    "KB": 10**3,
+    "KIB": 2**10,
+    "M": 10**6,
+    "MB": 10**6,
+    "MIB": 2**20,
+    "G": 10**9,
+    "GB": 10**9,
+    "GIB": 2**30,
+    "T": 10**12,
+    "TB": 10**12,
+    "TIB": 2**40,
+}
 
 
 def parse_bytes(text: str | int) -> int:
@@ -48,7 +62,9 @@ def parse_bytes(text: str | int) -> int:
         return text
     m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", text)
     if not m or m.group(2).upper() not in _UNITS:
-        raise ConfigError(f"memory must be a number of bytes with an optional unit (e.g. 64MiB, 1GB); got {text!r}")
+        raise ConfigError(
+            f"memory must be a number of bytes with an optional unit (e.g. 64MiB, 1GB); got {text!r}"
+        )
     return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
 
 
@@ -69,8 +85,10 @@ def plan(baskets: Baskets, min_count: int, budget: int) -> Plan:
     """
     items_bytes = 4 * baskets.n_items
     if budget <= items_bytes:
-        raise ConfigError(f"--memory {budget} is too small: the {baskets.n_items} item counts alone need "
-                          f"{items_bytes} bytes; give at least {items_bytes + 1024}")
+        raise ConfigError(
+            f"--memory {budget} is too small: the {baskets.n_items} item counts alone need "
+            f"{items_bytes} bytes; give at least {items_bytes + 1024}"
+        )
     prep, _ = pass_items(baskets, min_count)
     m = prep.m
     possible = m * (m - 1) // 2
@@ -81,17 +99,25 @@ def plan(baskets: Baskets, min_count: int, budget: int) -> Plan:
     lens = baskets.lengths()
     all_pairs = int((lens * (lens - 1) // 2).sum())
     avg = all_pairs / max(buckets, 1)
-    why = (f"A-Priori's pair counts need {apriori_bytes} B > budget {budget} B; {buckets} buckets "
-           f"average {avg:.1f} pairs (support {min_count})")
+    why = (
+        f"A-Priori's pair counts need {apriori_bytes} B > budget {budget} B; {buckets} buckets "
+        f"average {avg:.1f} pairs (support {min_count})"
+    )
     if avg < min_count / 2:
         return Plan("multihash", buckets, why + ": < s/2, two tables of B/2 still prune (Multihash)")
     if avg < min_count:
         return Plan("pcy", buckets, why + ": < s (PCY)")
-    return Plan("multistage", buckets, why + ": >= s, one table prunes little (Multistage adds a rehash pass)")
+    return Plan(
+        "multistage", buckets, why + ": >= s, one table prunes little (Multistage adds a rehash pass)"
+    )
 
 
 def mine_within(
-    baskets: Baskets, min_count: int, budget: int, max_size: int | None = None, progress: Progress | None = None
+    baskets: Baskets,
+    min_count: int,
+    budget: int,
+    max_size: int | None = None,
+    progress: Progress | None = None,
 ) -> MiningResult:
     """Mine with the algorithm :func:`plan` picks; warns when a pass still exceeded the budget."""
     p = plan(baskets, min_count, budget)

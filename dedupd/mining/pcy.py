@@ -48,15 +48,23 @@ I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
 Admit = Callable[[I64], npt.NDArray[np.bool_]]
 
-_MULTIPLIERS = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93,
-                0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53)
+_MULTIPLIERS = (
+    0x9E3779B97F4A7C15,
+    0xC2B2AE3D27D4EB4F,
+    0x165667B19E3779F9,
+    0xD6E8FEB86659FD93,
+    0xFF51AFD7ED558CCD,
+    0xC4CEB9FE1A85EC53,
+)
 DEFAULT_BUCKETS = 1 << 20
 
 
 def bucket_bits(buckets: int) -> int:
     """log2 of the bucket count, which is rounded down to a power of two (at least 2 buckets)."""
     if buckets < 2:
-        raise ConfigError(f"a hash table needs at least 2 buckets; got {buckets} (raise --memory or --buckets)")
+        raise ConfigError(
+            f"a hash table needs at least 2 buckets; got {buckets} (raise --memory or --buckets)"
+        )
     return int(buckets).bit_length() - 1
 
 
@@ -68,7 +76,9 @@ def bucket_of(keys: I64, table: int, bits: int) -> I64:
 
 def bit_set(bitmap: U8, bucket: I64) -> npt.NDArray[np.bool_]:
     """Test bits of a ``np.packbits`` bitmap (big-endian bit order)."""
-    return ((bitmap[bucket >> 3] >> (7 - (bucket & 7)).astype(np.uint8)) & 1).astype(bool)
+    bits = (bitmap[bucket >> 3] >> (7 - (bucket & 7)).astype(np.uint8)) & 1
+    is_set: npt.NDArray[np.bool_] = bits.astype(bool)
+    return is_set
 
 
 class Stage:
@@ -152,12 +162,23 @@ def hashed_pairs(
     for st, c in zip(stages, counts, strict=True):
         st.finish(np.minimum(c, min_count), min_count)
     prep, _ = pass_items(baskets, min_count)
-    emit(PassReport(1, "items + pair buckets", "item counts + bucket counts",
-                    4 * baskets.n_items + sum(4 * c.shape[0] for c in counts), baskets.n_items, prep.m,
-                    time.perf_counter() - t0, _bucket_detail(stages)))
+    emit(
+        PassReport(
+            1,
+            "items + pair buckets",
+            "item counts + bucket counts",
+            4 * baskets.n_items + sum(4 * c.shape[0] for c in counts),
+            baskets.n_items,
+            prep.m,
+            time.perf_counter() - t0,
+            _bucket_detail(stages),
+        )
+    )
     levels: list[tuple[I32, I64]] = []
     if prep.m < 2 or (max_size is not None and max_size < 2):
-        return MiningResult(baskets.vocab, baskets.n_baskets, min_count, to_original(prep, levels), name, reports)
+        return MiningResult(
+            baskets.vocab, baskets.n_baskets, min_count, to_original(prep, levels), name, reports
+        )
     number = 2
     # extra hashing passes (Multistage): rehash only the pairs that survive the bitmaps so far
     for sizes in plan[1:]:
@@ -177,9 +198,18 @@ def hashed_pairs(
             st.finish(np.minimum(c, min_count), min_count)
         bitmap_bytes = sum(st.bitmap.nbytes for st in stages if st.bitmap is not None)
         stages.extend(new)
-        emit(PassReport(number, "rehash candidate pairs", "item table + bitmaps + bucket counts",
-                        4 * prep.m + bitmap_bytes + sum(4 * c.shape[0] for c in new_counts), prep.m, prep.m,
-                        time.perf_counter() - t0, _bucket_detail(new)))
+        emit(
+            PassReport(
+                number,
+                "rehash candidate pairs",
+                "item table + bitmaps + bucket counts",
+                4 * prep.m + bitmap_bytes + sum(4 * c.shape[0] for c in new_counts),
+                prep.m,
+                prep.m,
+                time.perf_counter() - t0,
+                _bucket_detail(new),
+            )
+        )
         number += 1
     # counting pass: triples for the pairs of frequent items in frequent buckets of every table
     t0 = time.perf_counter()
@@ -188,27 +218,51 @@ def hashed_pairs(
     pairs = np.stack([(keys[f] // prep.m), (keys[f] % prep.m)], axis=1).astype(np.int32)
     possible = prep.pair_occurrences()
     bitmap_bytes = sum(st.bitmap.nbytes for st in stages if st.bitmap is not None)
-    emit(PassReport(number, "pairs", "triples + bitmaps", 12 * keys.shape[0] + bitmap_bytes + 4 * prep.m,
-                    int(keys.shape[0]), int(pairs.shape[0]), time.perf_counter() - t0,
-                    f"{keys.shape[0]} candidate pairs counted (at most {min(possible, prep.m * (prep.m - 1) // 2)} "
-                    "pairs of frequent items could occur)"))
+    emit(
+        PassReport(
+            number,
+            "pairs",
+            "triples + bitmaps",
+            12 * keys.shape[0] + bitmap_bytes + 4 * prep.m,
+            int(keys.shape[0]),
+            int(pairs.shape[0]),
+            time.perf_counter() - t0,
+            f"{keys.shape[0]} candidate pairs counted (at most {min(possible, prep.m * (prep.m - 1) // 2)} "
+            "pairs of frequent items could occur)",
+        )
+    )
     levels, more = higher_levels(prep, pairs, kc[f], min_count, max_size, number + 1, progress, layout)
     reports.extend(more)
     return MiningResult(baskets.vocab, baskets.n_baskets, min_count, to_original(prep, levels), name, reports)
 
 
 def _bucket_detail(stages: list[Stage]) -> str:
-    return ", ".join(f"table {st.table}: {st.frequent_buckets}/{1 << st.bits} buckets frequent" for st in stages)
+    return ", ".join(
+        f"table {st.table}: {st.frequent_buckets}/{1 << st.bits} buckets frequent" for st in stages
+    )
 
 
-def pcy(baskets: Baskets, min_count: int, max_size: int | None = None, progress: Progress | None = None,
-        buckets: int = DEFAULT_BUCKETS, layout: Layout = "auto") -> MiningResult:
+def pcy(
+    baskets: Baskets,
+    min_count: int,
+    max_size: int | None = None,
+    progress: Progress | None = None,
+    buckets: int = DEFAULT_BUCKETS,
+    layout: Layout = "auto",
+) -> MiningResult:
     """Frequent itemsets by PCY (one hash table in pass 1; ``buckets`` rounded down to a power of 2)."""
     return hashed_pairs("pcy", baskets, min_count, [[buckets]], buckets, max_size, progress, layout)
 
 
-def multistage(baskets: Baskets, min_count: int, max_size: int | None = None, progress: Progress | None = None,
-               buckets: int = DEFAULT_BUCKETS, stages: int = 2, layout: Layout = "auto") -> MiningResult:
+def multistage(
+    baskets: Baskets,
+    min_count: int,
+    max_size: int | None = None,
+    progress: Progress | None = None,
+    buckets: int = DEFAULT_BUCKETS,
+    stages: int = 2,
+    layout: Layout = "auto",
+) -> MiningResult:
     """Frequent itemsets by Multistage: ``stages`` hashing passes (the later ones 31/32 the size)."""
     if stages < 1:
         raise ConfigError(f"multistage needs at least one hashing stage; got {stages}")
@@ -216,10 +270,25 @@ def multistage(baskets: Baskets, min_count: int, max_size: int | None = None, pr
     return hashed_pairs("multistage", baskets, min_count, plan, buckets, max_size, progress, layout)
 
 
-def multihash(baskets: Baskets, min_count: int, max_size: int | None = None, progress: Progress | None = None,
-              buckets: int = DEFAULT_BUCKETS, tables: int = 2, layout: Layout = "auto") -> MiningResult:
+def multihash(
+    baskets: Baskets,
+    min_count: int,
+    max_size: int | None = None,
+    progress: Progress | None = None,
+    buckets: int = DEFAULT_BUCKETS,
+    tables: int = 2,
+    layout: Layout = "auto",
+) -> MiningResult:
     """Frequent itemsets by Multihash: ``tables`` tables sharing ``buckets`` in pass 1."""
     if tables < 1:
         raise ConfigError(f"multihash needs at least one hash table; got {tables}")
-    return hashed_pairs("multihash", baskets, min_count, [[max(2, buckets // tables)] * tables], buckets,
-                        max_size, progress, layout)
+    return hashed_pairs(
+        "multihash",
+        baskets,
+        min_count,
+        [[max(2, buckets // tables)] * tables],
+        buckets,
+        max_size,
+        progress,
+        layout,
+    )

@@ -12,11 +12,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from dedupd.keys import Keys
 
+if TYPE_CHECKING:
+    from dedupd.connection import RedisClient
+
 PAGE = 10_000
+# an XRANGE reply of a client that returns bytes (redis-py's types also allow str and None)
+_Entries = list[tuple[bytes, dict[bytes, bytes]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +33,7 @@ class StreamBaskets:
     malformed: int
 
 
-def read_baskets(client: Any, keys: Keys, page: int = PAGE) -> StreamBaskets:
+def read_baskets(client: RedisClient, keys: Keys, page: int = PAGE) -> StreamBaskets:
     """Read every basket of the stream, latest entry per document id.
 
     Args:
@@ -44,7 +49,7 @@ def read_baskets(client: Any, keys: Keys, page: int = PAGE) -> StreamBaskets:
     start = "-"
     entries = malformed = 0
     while True:
-        batch = client.xrange(keys.baskets, min=start, max="+", count=page)
+        batch = cast(_Entries, client.xrange(keys.baskets, min=start, max="+", count=page))
         if not batch:
             break
         for _, fields in batch:
@@ -75,12 +80,12 @@ def _parse_items(raw: bytes | None) -> list[str] | None:
     return items
 
 
-def store_result(client: Any, keys: Keys, payload: dict[str, Any]) -> None:
+def store_result(client: RedisClient, keys: Keys, payload: dict[str, Any]) -> None:
     """SET the result JSON at ``Keys.mined`` (replacing the previous result)."""
     client.set(keys.mined, json.dumps(payload, separators=(",", ":")))
 
 
-def load_result(client: Any, keys: Keys) -> dict[str, Any] | None:
+def load_result(client: RedisClient, keys: Keys) -> dict[str, Any] | None:
     """The last stored result, or None."""
     raw = client.get(keys.mined)
     return None if raw is None else json.loads(raw)

@@ -123,13 +123,23 @@ def generate_rules(
                 p_cons = counts[cons] / n
                 lift = conf / p_cons
                 interest = abs(conf - p_cons)
-                if (min_lift is not None and lift < min_lift) or (min_interest is not None and interest < min_interest):
+                if (min_lift is not None and lift < min_lift) or (
+                    min_interest is not None and interest < min_interest
+                ):
                     continue
-                rules.append(Rule(
-                    tuple(sorted(vocab[i] for i in ante)), tuple(sorted(vocab[i] for i in cons)), count,
-                    count / n, conf, interest, lift, count / n - (ante_count / n) * p_cons,
-                    None if conf >= 1 else (1 - p_cons) / (1 - conf),
-                ))
+                rules.append(
+                    Rule(
+                        tuple(sorted(vocab[i] for i in ante)),
+                        tuple(sorted(vocab[i] for i in cons)),
+                        count,
+                        count / n,
+                        conf,
+                        interest,
+                        lift,
+                        count / n - (ante_count / n) * p_cons,
+                        None if conf >= 1 else (1 - p_cons) / (1 - conf),
+                    )
+                )
             level = _grow(passed)
             size += 1
     rules.sort(key=lambda r: (-getattr(r, sort_by), -r.lift, -r.support, r.antecedent, r.consequent))

@@ -105,9 +105,16 @@ def random_sampling(
     thr = sample_threshold(min_count, sample.n_baskets, baskets.n_baskets, lower)
     found = apriori(sample, thr, max_size)
     sample_levels = [s for s, _ in found.levels]
-    rep = PassReport(1, f"sample of {sample.n_baskets} baskets", "A-Priori in memory",
-                     max((p.nbytes for p in found.passes), default=0) + sample.nbytes(), found.n_itemsets,
-                     found.n_itemsets, time.perf_counter() - t0, f"sample threshold {thr} (of {min_count})")
+    rep = PassReport(
+        1,
+        f"sample of {sample.n_baskets} baskets",
+        "A-Priori in memory",
+        max((p.nbytes for p in found.passes), default=0) + sample.nbytes(),
+        found.n_itemsets,
+        found.n_itemsets,
+        time.perf_counter() - t0,
+        f"sample threshold {thr} (of {min_count})",
+    )
     reports.append(rep)
     if progress:
         progress(rep)
@@ -124,9 +131,16 @@ def random_sampling(
     t0 = time.perf_counter()
     levels, dropped, border_hits = verify(baskets, sample_levels, min_count, max_size)
     result.levels = levels
-    rep = PassReport(2, "verify on all baskets", "candidate counts", 0, sum(s.shape[0] for s in sample_levels),
-                     result.n_itemsets, time.perf_counter() - t0,
-                     f"{dropped} false positives dropped, {border_hits} negative-border itemsets frequent")
+    rep = PassReport(
+        2,
+        "verify on all baskets",
+        "candidate counts",
+        0,
+        sum(s.shape[0] for s in sample_levels),
+        result.n_itemsets,
+        time.perf_counter() - t0,
+        f"{dropped} false positives dropped, {border_hits} negative-border itemsets frequent",
+    )
     reports.append(rep)
     if progress:
         progress(rep)

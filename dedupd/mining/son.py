@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
+from itertools import pairwise
 from typing import Any, Literal
 
 import numpy as np
@@ -52,7 +53,7 @@ def _chunks(baskets: Baskets, k: int, shuffle: int | None) -> list[Baskets]:
         return baskets.split(k)
     perm = np.random.default_rng(shuffle).permutation(baskets.n_baskets).astype(np.int64)
     bounds = np.linspace(0, baskets.n_baskets, k + 1).astype(np.int64)
-    return [baskets.take(np.sort(perm[a:b])) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
+    return [baskets.take(np.sort(perm[a:b])) for a, b in pairwise(bounds) if b > a]
 
 
 def mine_chunk(chunk: Baskets, threshold: int, max_size: int | None) -> list[I32]:
@@ -73,8 +74,11 @@ def local_engine(workers: int) -> Iterator[MapFn]:
         return
     # fork is fastest and needs no importable __main__, but is unsafe once threads run
     methods = multiprocessing.get_all_start_methods()
-    method = "fork" if "fork" in methods and threading.active_count() == 1 else (
-        "forkserver" if "forkserver" in methods else "spawn")
+    method = (
+        "fork"
+        if "fork" in methods and threading.active_count() == 1
+        else ("forkserver" if "forkserver" in methods else "spawn")
+    )
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
         yield lambda fn, *its: list(pool.map(fn, *its))
 
@@ -91,14 +95,18 @@ def dask_engine(scheduler: str | None, workers: int, processes: bool = True) -> 
         if scheduler:
             client = Client(scheduler, timeout="10s")
         else:
-            cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=processes,
-                                   dashboard_address=None)
+            cluster = LocalCluster(
+                n_workers=max(1, workers), threads_per_worker=1, processes=processes, dashboard_address=None
+            )
             client = Client(cluster)
     except OSError as exc:
-        raise ConfigError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}; start one with "
-                          "`dask scheduler` (and workers with `dask worker ADDRESS`), or omit --scheduler "
-                          "to run a local cluster") from exc
+        raise ConfigError(
+            f"cannot reach the Dask scheduler at {scheduler!r}: {exc}; start one with "
+            "`dask scheduler` (and workers with `dask worker ADDRESS`), or omit --scheduler "
+            "to run a local cluster"
+        ) from exc
     try:
+
         def run(fn: Callable[..., Any], *its: Sequence[Any]) -> list[Any]:
             futures = client.map(fn, *its, pure=False)
             return list(client.gather(futures))
@@ -155,10 +163,19 @@ def son(
         local = run(mine_chunk, parts, thresholds, [max_size] * len(parts))
         family = union_levels(local)
         n_cand = sum(f.shape[0] for f in family)
-        emit(PassReport(1, f"{len(parts)} chunks, locally frequent", "A-Priori per chunk",
-                        max((p.nbytes() for p in parts), default=0), n_cand, n_cand, time.perf_counter() - t0,
-                        f"chunk thresholds {min(thresholds, default=0)}..{max(thresholds, default=0)}; "
-                        f"engine {engine}{' at ' + scheduler if scheduler else ''}"))
+        emit(
+            PassReport(
+                1,
+                f"{len(parts)} chunks, locally frequent",
+                "A-Priori per chunk",
+                max((p.nbytes() for p in parts), default=0),
+                n_cand,
+                n_cand,
+                time.perf_counter() - t0,
+                f"chunk thresholds {min(thresholds, default=0)}..{max(thresholds, default=0)}; "
+                f"engine {engine}{' at ' + scheduler if scheduler else ''}",
+            )
+        )
         t0 = time.perf_counter()
         per_chunk = run(count_chunk, parts, [family] * len(parts)) if family else []
     levels: list[tuple[I32, I64]] = []
@@ -168,7 +185,16 @@ def son(
         if not f.any():
             break
         levels.append((sets[f], total[f]))
-    emit(PassReport(2, "count candidates in every chunk", "candidate counts", 4 * n_cand, n_cand,
-                    sum(s.shape[0] for s, _ in levels), time.perf_counter() - t0,
-                    f"{n_cand - sum(s.shape[0] for s, _ in levels)} false positives dropped"))
+    emit(
+        PassReport(
+            2,
+            "count candidates in every chunk",
+            "candidate counts",
+            4 * n_cand,
+            n_cand,
+            sum(s.shape[0] for s, _ in levels),
+            time.perf_counter() - t0,
+            f"{n_cand - sum(s.shape[0] for s, _ in levels)} false positives dropped",
+        )
+    )
     return MiningResult(baskets.vocab, baskets.n_baskets, min_count, levels, "son", reports)

@@ -73,14 +73,32 @@ def toivonen(
         thr = sample_threshold(min_count, sample.n_baskets, baskets.n_baskets, lower)
         found = apriori(sample, thr, max_size)
         sample_levels = [s for s, _ in found.levels]
-        emit(PassReport(number, f"attempt {attempt + 1}: sample of {sample.n_baskets} baskets", "A-Priori in memory",
-                        max((p.nbytes for p in found.passes), default=0) + sample.nbytes(), found.n_itemsets,
-                        found.n_itemsets, time.perf_counter() - t0, f"lowered threshold {thr} (of {min_count})"))
+        emit(
+            PassReport(
+                number,
+                f"attempt {attempt + 1}: sample of {sample.n_baskets} baskets",
+                "A-Priori in memory",
+                max((p.nbytes for p in found.passes), default=0) + sample.nbytes(),
+                found.n_itemsets,
+                found.n_itemsets,
+                time.perf_counter() - t0,
+                f"lowered threshold {thr} (of {min_count})",
+            )
+        )
         t0 = time.perf_counter()
         levels, dropped, border_hits = verify(baskets, sample_levels, min_count, max_size)
-        emit(PassReport(number + 1, f"attempt {attempt + 1}: full pass", "candidate counts (sample + border)",
-                        0, found.n_itemsets, sum(s.shape[0] for s, _ in levels), time.perf_counter() - t0,
-                        f"{dropped} false positives dropped, {border_hits} negative-border itemsets frequent"))
+        emit(
+            PassReport(
+                number + 1,
+                f"attempt {attempt + 1}: full pass",
+                "candidate counts (sample + border)",
+                0,
+                found.n_itemsets,
+                sum(s.shape[0] for s, _ in levels),
+                time.perf_counter() - t0,
+                f"{dropped} false positives dropped, {border_hits} negative-border itemsets frequent",
+            )
+        )
         number += 2
         if border_hits == 0:
             result.levels = levels
@@ -93,8 +111,18 @@ def toivonen(
     t0 = time.perf_counter()
     exact = apriori(baskets, min_count, max_size)
     result.levels = exact.levels
-    emit(PassReport(number, f"fallback: A-Priori over all baskets ({len(exact.passes)} passes)", "A-Priori",
-                    max((p.nbytes for p in exact.passes), default=0), exact.n_itemsets, exact.n_itemsets,
-                    time.perf_counter() - t0))
-    result.notes.append(f"Toivonen failed {max_attempts} times; the result comes from A-Priori over all baskets")
+    emit(
+        PassReport(
+            number,
+            f"fallback: A-Priori over all baskets ({len(exact.passes)} passes)",
+            "A-Priori",
+            max((p.nbytes for p in exact.passes), default=0),
+            exact.n_itemsets,
+            exact.n_itemsets,
+            time.perf_counter() - t0,
+        )
+    )
+    result.notes.append(
+        f"Toivonen failed {max_attempts} times; the result comes from A-Priori over all baskets"
+    )
     return result

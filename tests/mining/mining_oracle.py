@@ -16,7 +16,9 @@ SEED_BASKETS = [
 ]
 
 
-def brute_force(baskets: list[list[str]], min_count: int, max_size: int | None = None) -> dict[frozenset[str], int]:
+def brute_force(
+    baskets: list[list[str]], min_count: int, max_size: int | None = None
+) -> dict[frozenset[str], int]:
     """Every itemset with count >= min_count, found by enumerating all subsets of the item universe."""
     sets = [frozenset(b) for b in baskets]
     universe = sorted(set().union(*sets)) if sets else []
@@ -45,7 +47,9 @@ def random_baskets(seed: int, n_baskets: int, n_items: int, max_len: int) -> lis
 
 
 @st.composite
-def basket_lists(draw: st.DrawFn, max_items: int = 10, max_baskets: int = 50, max_len: int = 7) -> list[list[str]]:
+def basket_lists(
+    draw: st.DrawFn, max_items: int = 10, max_baskets: int = 50, max_len: int = 7
+) -> list[list[str]]:
     """Hypothesis strategy: small lists of baskets over few items."""
     n_items = draw(st.integers(1, max_items))
     item = st.integers(0, n_items - 1).map(lambda i: f"i{i}")

@@ -13,7 +13,11 @@ def _naive_gen(prev: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
     have = set(prev)
     k = len(prev[0]) + 1
     items = sorted({i for s in prev for i in s})
-    return [c for c in itertools.combinations(items, k) if all(s in have for s in itertools.combinations(c, k - 1))]
+    return [
+        c
+        for c in itertools.combinations(items, k)
+        if all(s in have for s in itertools.combinations(c, k - 1))
+    ]
 
 
 def test_join_and_prune_match_the_definition() -> None:

@@ -27,8 +27,20 @@ def run(*args: str) -> tuple[int, str, str]:
 @pytest.mark.parametrize("algorithm", ["apriori", "pcy", "multistage", "multihash", "son", "toivonen"])
 def test_json_contract_and_seed_rules(seed_file: Path, algorithm: str) -> None:
     """One JSON object: itemsets with counts, rules with the named measures; the seed's two rules."""
-    code, out, err = run("--input", str(seed_file), "--support", "0.4", "--confidence", "0.6", "--format", "json",
-                         "--algorithm", algorithm, "--workers", "1")
+    code, out, err = run(
+        "--input",
+        str(seed_file),
+        "--support",
+        "0.4",
+        "--confidence",
+        "0.6",
+        "--format",
+        "json",
+        "--algorithm",
+        algorithm,
+        "--workers",
+        "1",
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert set(doc) == {"itemsets", "rules"}
@@ -61,8 +73,20 @@ def test_csv_and_table(seed_file: Path) -> None:
 def test_sampling_reports_possible_misses(tmp_path: Path) -> None:
     p = tmp_path / "b.txt"
     p.write_text("a b\n" * 30 + "c d\n" * 3 + "e\n" * 67)
-    code, _, err = run("--input", str(p), "--support", "3", "--algorithm", "sample", "--sample-fraction", "0.05",
-                       "--format", "json", "--seed", "1")
+    code, _, err = run(
+        "--input",
+        str(p),
+        "--support",
+        "3",
+        "--algorithm",
+        "sample",
+        "--sample-fraction",
+        "0.05",
+        "--format",
+        "json",
+        "--seed",
+        "1",
+    )
     assert code == 0
     assert "warning: random sampling missed" in err
 

@@ -65,7 +65,9 @@ def test_extension_counts_triples_of_items() -> None:
     items = np.array([i for b in baskets for i in b], dtype=np.int32)
     pairs = np.array([(0, 1), (0, 2), (1, 2), (2, 3)], dtype=np.int32)
     occ1 = Occurrences(np.arange(items.shape[0], dtype=np.int64), items)
-    _, occ2 = count_candidates(items, row_end(indptr), occ1, CandidateIndex.build(pairs[:, 0], pairs[:, 1], 4, 4))
+    _, occ2 = count_candidates(
+        items, row_end(indptr), occ1, CandidateIndex.build(pairs[:, 0], pairs[:, 1], 4, 4)
+    )
     assert occ2 is not None
     # candidates {0,1,2} (prefix pair 0) and {1,2,3} (prefix pair 2)
     index = CandidateIndex.build(np.array([0, 2]), np.array([2, 3], dtype=np.int32), 4, 4)

@@ -7,8 +7,21 @@ import importlib
 
 import pytest
 
-MODULES = ["apriori", "baskets", "bitmaps", "candidates", "counting", "family", "memory", "pcy", "rules",
-           "sampling", "son", "support", "toivonen"]
+MODULES = [
+    "apriori",
+    "baskets",
+    "bitmaps",
+    "candidates",
+    "counting",
+    "family",
+    "memory",
+    "pcy",
+    "rules",
+    "sampling",
+    "son",
+    "support",
+    "toivonen",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -15,9 +15,11 @@ def test_counts_every_member_exactly() -> None:
     lists = random_baskets(5, 200, 8, 6)
     b = Baskets.from_lists(lists)
     universe = list(range(b.n_items))
-    family = [np.array([[i] for i in universe], dtype=np.int32),
-              np.array(list(itertools.combinations(universe, 2)), dtype=np.int32),
-              np.array(list(itertools.combinations(universe[:5], 3)), dtype=np.int32)]
+    family = [
+        np.array([[i] for i in universe], dtype=np.int32),
+        np.array(list(itertools.combinations(universe, 2)), dtype=np.int32),
+        np.array(list(itertools.combinations(universe[:5], 3)), dtype=np.int32),
+    ]
     counts = count_family(b, family)
     sets = [frozenset(b.vocab.index(x) for x in basket) for basket in lists]
     for level, c in zip(family, counts, strict=True):

@@ -40,7 +40,9 @@ def test_results_stay_exact_and_passes_report_bytes(budget: int, algorithm: str)
     assert r.passes[0].nbytes >= 4 * b.n_items
 
 
-TRIPLES = [[f"x{i}", f"y{i}", f"z{i}"] for i in range(300)] * 20  # 900 items, 900 pairs, 18,000 pair occurrences
+TRIPLES = [
+    [f"x{i}", f"y{i}", f"z{i}"] for i in range(300)
+] * 20  # 900 items, 900 pairs, 18,000 pair occurrences
 
 
 @pytest.mark.parametrize(("buckets", "algorithm"), [(200, "multistage"), (1000, "pcy"), (2000, "multihash")])
@@ -52,5 +54,6 @@ def test_average_bucket_count_decides_the_hashing(buckets: int, algorithm: str) 
     r = mine_within(b, 20, 4 * b.n_items + 4 * buckets)
     assert r.algorithm == algorithm
     assert r.counts_by_names() == apriori(b, 20).counts_by_names()
-    assert r.passes[0].nbytes == 4 * b.n_items + 4 * sum(1 << (x.bit_length() - 1) for x in
-                                                         ([buckets] if algorithm != "multihash" else [buckets // 2] * 2))
+    assert r.passes[0].nbytes == 4 * b.n_items + 4 * sum(
+        1 << (x.bit_length() - 1) for x in ([buckets] if algorithm != "multihash" else [buckets // 2] * 2)
+    )

@@ -37,8 +37,9 @@ def test_store_and_load(r: redis.Redis) -> None:
     assert load_result(r, KEYS) == {"itemsets": [], "rules": [], "params": {"support": 2}}
 
 
-def test_mine_reads_redis_and_stores_the_result(r: redis.Redis, redis_url: str,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_mine_reads_redis_and_stores_the_result(
+    r: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DEDUPD_REDIS_URL", redis_url)
     for i, basket in enumerate(SEED_BASKETS):
         _push(r, f"doc{i}", basket)

@@ -23,7 +23,9 @@ def test_equals_oracle_in_process(chunks: int, shuffle: int | None) -> None:
 
 def test_process_pool_equals_in_process() -> None:
     b = Baskets.from_lists(random_baskets(4, 400, 12, 8))
-    assert son(b, 10, workers=2, chunks=4).counts_by_names() == son(b, 10, workers=1, chunks=4).counts_by_names()
+    assert (
+        son(b, 10, workers=2, chunks=4).counts_by_names() == son(b, 10, workers=1, chunks=4).counts_by_names()
+    )
 
 
 def test_dask_local_cluster_equals_local() -> None:
