@@ -90,6 +90,9 @@ def cli() -> None:
 @click.option("--rows", type=int, help="Explicit rows per band (with --bands).")
 @click.option("--verify", type=click.Choice(["signature", "exact"]),
               help="Verify candidates by signature agreement or exact Jaccard (DEDUPD_VERIFY, default exact).")
+@click.option("--seed", type=int, help="MinHash seed (DEDUPD_SEED, default 1).")
+@click.option("--minhash", type=click.Choice(["oph", "classic"]), help="Signature scheme (DEDUPD_MINHASH).")
+@click.option("--capacity", type=int, help="Expected index size; sizes the buckets (DEDUPD_CAPACITY).")
 @click.option("--batch-size", type=int, help="Entries per read (DEDUPD_BATCH_SIZE).")
 @click.option("--block-ms", type=int, help="Blocking read timeout in ms (DEDUPD_BLOCK_MS).")
 @click.option("--log-json/--no-log-json", default=None, help="JSON log lines (DEDUPD_LOG_JSON).")
@@ -339,6 +342,8 @@ def stats(interval: float, as_json: bool, **opts: Any) -> None:
 @click.option("--bands", type=int, help="New explicit bands (with --rows): re-bands the stored signatures.")
 @click.option("--rows", type=int, help="New explicit rows per band (with --bands).")
 @click.option("--capacity", type=int, help="New expected index size (re-sizes the bucket hashes).")
+@click.option("--verify", type=click.Choice(["signature", "exact"]),
+              help="New verification (exact needs the texts: re-indexes them).")
 @click.option("--from", "source", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="JSONL file with the documents' texts (default: the input stream's retained history).")
 @click.option("--allow-missing", is_flag=True, help="Switch even if the source lacks some indexed documents.")
@@ -348,60 +353,63 @@ def stats(interval: float, as_json: bool, **opts: Any) -> None:
 def rebuild(source: Path | None, allow_missing: bool, abort: bool, wait_s: float, **opts: Any) -> None:
     """Reindex with new parameters while `dedupd serve` keeps serving.
 
-    Settings not given as flags come from the usual places (DEDUPD_*, --config). When only the banding
-    changes (--bands/--rows/--threshold/--capacity) the stored signatures are re-banded; when shingling,
-    num_perm, seed or scheme change, the texts are re-indexed from the input stream's retained history or
-    --from FILE. Running daemons write each new document into both generations meanwhile; the switch is
-    atomic, then the old generation is deleted. Interrupted, a rerun resumes; --abort cleans up.
+    Only the parameters given (as flags, DEDUPD_* variables or in --config) change; the others keep the
+    index's values. When only the banding, threshold or bucket sizing changes the stored signatures are
+    re-banded; when shingling, num_perm, seed, scheme or verification change, the texts are re-indexed from
+    the input stream's retained history or --from FILE. The rebuild replays every entry that arrives
+    meanwhile; at the switch the daemons pause for a moment, then follow the new generation, and the old one
+    is deleted. Interrupted, a rerun with the same flags resumes; --abort stops and cleans up.
     """
     from dedupd.connection import connect
-    from dedupd.rebuild import Rebuilder, describe, file_source, rebands_only, stream_source
-    from dedupd.spec import IndexSpec
+    from dedupd.generations import Generations
+    from dedupd.rebuild import Rebuild, RebuildError
 
     settings = settings_from(**opts)
     client = connect(settings)
-    target = settings.index_spec()
-    bar: dict[str, Any] = {}
-
-    def progress(phase: str, done: int, total: int | None) -> None:
-        if bar.get("phase") != phase:
-            if "bar" in bar:
-                bar["bar"].render_finish()
-            bar["phase"] = phase
-            bar["bar"] = click.progressbar(length=total or 1, label=phase, file=sys.stderr, show_eta=True,
-                                           show_pos=True, show_percent=total is not None)
-            bar["bar"].render_progress()
-        b = bar["bar"]
-        if total is not None:
-            b.length = max(total, 1)
-        b.update(done - b.pos)
-
-    rb = Rebuilder(client, settings, target, progress, wait_s=wait_s)
+    bar = _PhaseBar()
+    stored = Generations(client, Keys(settings.prefix)).read()
     if abort:
-        dropped = rb.abort()
+        dropped = Rebuild(client, settings, settings.index_spec(), bar.update).abort()
         click.echo(f"rebuild aborted; deleted {dropped} keys of the unfinished generation", err=True)
         return
-    state = rb.begin()
-    click.echo(f"rebuilding {describe(state)}", err=True)
-    assert state.next_gen is not None and state.next_spec is not None
-    rb.wait_for_daemons("shadow", state.next_gen)
-    started = time.monotonic()
-    if rebands_only(state.spec, state.next_spec):
-        done = rb.fill_from_signatures(state)
-    else:
-        entries, total = file_source(source) if source else stream_source(client, Keys(settings.prefix))
-        done = rb.fill_from_texts(state, entries, total)
-    have, want = rb.check_complete(state, allow_missing)
-    rb.switch(state)
-    if "bar" in bar:
-        bar["bar"].render_finish()
-    click.echo(f"switched to generation {state.next_gen}: {have} documents ({want} before), {done} processed in "
-               f"{time.monotonic() - started:.1f}s", err=True)
-    rb.wait_for_daemons("gen", state.next_gen)
-    dropped = rb.drop_generation(state.gen)
-    if "bar" in bar:
-        bar["bar"].render_finish()
-    click.echo(f"deleted generation {state.gen} ({dropped} keys)", err=True)
+    if stored is None:
+        raise RebuildError(f"there is no index under prefix {settings.prefix!r} yet: nothing to rebuild (start "
+                           "`dedupd serve` with the new settings instead)")
+    target = settings.rebuild_target(stored.spec)
+    rb = Rebuild(client, settings, target, bar.update, source=source, allow_missing=allow_missing, wait_s=wait_s)
+    state, resumed = rb.begin()
+    assert state.next_spec is not None
+    click.echo(f"{'resuming' if resumed else 'rebuilding'} generation {state.gen} -> {state.next_gen} "
+               f"({state.next_mode}): {state.spec.describe_changes(state.next_spec)}", err=True)
+    report = rb.run(state)
+    bar.finish()
+    click.echo(f"switched to generation {state.next_gen}: {report.documents} documents ({report.before} before), "
+               f"{report.processed} entries processed in {report.seconds:.1f}s; deleted generation {state.gen} "
+               f"({report.dropped} keys)", err=True)
+
+
+class _PhaseBar:
+    """One progress bar per phase of a long command, on standard error."""
+
+    def __init__(self) -> None:
+        self.phase: str | None = None
+        self.bar: Any = None
+
+    def update(self, phase: str, done: int, total: int | None) -> None:
+        if phase != self.phase:
+            self.finish()
+            self.phase = phase
+            self.bar = click.progressbar(length=total or 1, label=phase, file=sys.stderr, show_eta=total is not None,
+                                         show_pos=True, show_percent=total is not None)
+            self.bar.render_progress()
+        if total is not None:
+            self.bar.length = max(total, 1)
+        self.bar.update(done - self.bar.pos)
+
+    def finish(self) -> None:
+        if self.bar is not None:
+            self.bar.render_finish()
+            self.bar = None
 
 
 def _register_mining() -> None:

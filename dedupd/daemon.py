@@ -1,121 +1,103 @@
 """The consumer daemon: a small run() loop around one iteration (read or claim a batch, process, ack).
 
 The first SIGTERM/SIGINT stops reading; the batch in hand is finished, acknowledged, and run() returns
-0. A second signal exits at once (status 130). Redis errors are retried with capped exponential
-backoff; entries of a failed batch stay pending and are read again (own pending entries first, then
-other consumers' idle ones through XAUTOCLAIM), and an entry delivered more than ``max_deliveries``
-times goes to the dead-letter stream.
+0. A second signal exits at once (status 130, through SystemExit so that exit handlers run). Redis errors
+are retried with capped exponential backoff; entries of a failed batch stay pending and are read again
+(own pending entries first, then other consumers' idle ones claimed with ``XAUTOCLAIM ... JUSTID``, which
+does not count a delivery, and read one at a time), and an entry delivered more than ``max_deliveries``
+times goes to the dead-letter stream: an entry that crashes the daemon is then the only one whose delivery
+count grows, not the neighbours of its batch.
 
-Recovered entries (own pending ones after a restart or a Redis error, and idle ones claimed from other
-consumers with ``XAUTOCLAIM ... JUSTID``, which does not count a delivery) are read and acknowledged one
-at a time: an entry that crashes the daemon is then the only one whose delivery count grows, so it alone
-reaches the dead-letter stream, not the neighbours of its batch. With ``docs_retention_s`` set, the
-acknowledged history of the input stream is trimmed (``XTRIM MINID``), never below an entry that a
-consumer group has not yet read or acknowledged.
+Per-document order: an entry whose document has an older entry in flight (held by another consumer, or
+not yet claimed from a dead one) is *deferred*: kept in memory, unacknowledged, and retried each iteration
+until the older one is applied (see planner.py). A daemon holding ``batch_size`` deferred entries reads
+nothing new until some are done. During a rebuild's switch the daemons pause (see generations.py).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
 import threading
 import time
+from collections import deque
 from types import FrameType
-from typing import Any
 
 import redis
 
-from dedupd.connection import RETRYABLE, connect
+from dedupd.connection import RETRYABLE, RedisClient, connect
 from dedupd.entries import PROCESSING_FAILED
-from dedupd.index import Index
-from dedupd.keys import Keys
+from dedupd.gateway import Gateway, open_spec
+from dedupd.generations import Generations
+from dedupd.keys import GROUP, Heartbeat, Keys
 from dedupd.metrics import Metrics
-from dedupd.processor import BatchResult, Processor, RawEntry, stream_id_key
+from dedupd.planner import sid
+from dedupd.processor import BatchResult, Processor, RawEntry
 from dedupd.settings import Settings
 from dedupd.spec import IndexSpec
+from dedupd.stream import ConsumerStream, doc_field, ensure_group
 
 log = logging.getLogger(__name__)
 
-GROUP = "dedupd"
 _MAX_BACKOFF_S = 5.0
+_POLL_S = 0.1  # how often the meta hash (generation, pause) is read
 _TRIM_EVERY_S = 0.2
+_PRUNE_AFTER_S = 2.0  # a deferred entry waiting this long has its blockers checked (still pending?)
+_DEFERRED_BLOCK_MS = 50
 # Errors that say nothing about the entries of a batch: never a reason to fail or dead-letter an entry.
 _NOT_THE_ENTRY = (*RETRYABLE, redis.exceptions.NoPermissionError)
 
 
-def _sid(raw: Any) -> tuple[int, int]:
-    text = raw.decode() if isinstance(raw, bytes) else str(raw)
-    return stream_id_key(text)
+class Every:
+    """A periodic task's clock: :meth:`due` is true at most once per ``seconds``."""
 
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.last = float("-inf")
 
-def trim_floor(client: Any, stream: str) -> tuple[int, int] | None:
-    """The lowest entry id that some consumer group of ``stream`` still needs, or None (no group).
+    def due(self) -> bool:
+        now = time.monotonic()
+        if now - self.last < self.seconds:
+            return False
+        self.last = now
+        return True
 
-    Entries below it have been delivered to every group (id <= its last-delivered-id) and are not
-    pending in any, i.e. every group has acknowledged them; ``XTRIM MINID`` at this id loses nothing.
-    """
-    floor: tuple[int, int] | None = None
-    for g in client.xinfo_groups(stream):
-        ms, seq = _sid(g["last-delivered-id"])
-        need = (ms, seq + 1)
-        if int(g["pending"]):
-            oldest = client.xpending(stream, g["name"])["min"]
-            if oldest is not None:
-                need = min(need, _sid(oldest))
-        floor = need if floor is None else min(floor, need)
-    return floor
-
-
-def ensure_group(client: Any, keys: Keys) -> None:
-    """Create the consumer group (from the start of the stream, so nothing pushed earlier is missed)."""
-    try:
-        client.xgroup_create(keys.docs, GROUP, id="0", mkstream=True)
-    except redis.ResponseError as exc:
-        if "BUSYGROUP" not in str(exc):
-            raise
-
-
-def _decode_entries(entries: Any) -> list[RawEntry]:
-    out: list[RawEntry] = []
-    for entry_id, fields in entries or []:
-        if fields is None:  # deleted from the stream while pending
-            continue
-        out.append((entry_id.decode() if isinstance(entry_id, bytes) else entry_id, dict(fields)))
-    return out
-
-
-def _next_cursor(claimed: list[Any], count: int) -> str:
-    """Where the next XAUTOCLAIM scan starts: after the last claimed id, or from the start when all were seen."""
-    if len(claimed) < count:
-        return "0-0"
-    ms, seq = _sid(claimed[-1])
-    return f"{ms}-{seq}"
+    def now(self) -> None:
+        """Make the next :meth:`due` true."""
+        self.last = float("-inf")
 
 
 class Daemon:
     """One consumer of the group."""
 
-    def __init__(self, settings: Settings, client: Any | None = None) -> None:
+    def __init__(self, settings: Settings, client: RedisClient | None = None) -> None:
         self.settings = settings
         self.keys = Keys(settings.prefix)
         self.consumer = settings.consumer_name()
-        self.client = client if client is not None else connect(settings, retry_for_s=60)
-        spec = settings.index_spec()
-        self.index = Index.open(self.client, self.keys, spec, store_shingles=settings.verify == "exact")
-        self.processor = Processor(self.client, settings, self.index)
-        self.shadow: Processor | None = None  # the next generation's, while a rebuild builds it
+        self.client: RedisClient = client if client is not None else connect(settings, retry_for_s=60)
+        self.generations = Generations(self.client, self.keys)
+        spec, gen = open_spec(self.client, self.keys, settings.index_spec())
+        self._serve(spec, gen)
+        self.stream = ConsumerStream(self.client, self.keys, self.consumer, settings.max_id_bytes)
         self.stopping = threading.Event()
         self._signals = 0
-        self._recover_own = True  # first read our own pending entries (a restart with the same name)
-        self._last_claim = 0.0
+        self._recover_from: str | None = "0-0"  # read our own pending entries first (a restart with the same name)
+        self._claimed: deque[str] = deque()  # claimed entry ids, read one at a time
         self._claim_cursor = "0-0"
-        self._last_beat = 0.0
-        self._last_trim = 0.0
+        self.deferred: dict[str, RawEntry] = {}
+        self._deferred_since: dict[str, float] = {}
+        self.paused_for: int | None = None
+        self.poll, self.beat = Every(_POLL_S), Every(max(1.0, settings.heartbeat_ttl_s / 3))
+        self.claim, self.trim = Every(settings.claim_idle_ms / 2000), Every(_TRIM_EVERY_S)
+        self.touch, self.prune = Every(settings.claim_idle_ms / 3000), Every(_PRUNE_AFTER_S)
         self.totals = {"processed": 0, "alerts": 0, "dead": 0, "batches": 0}
         self.metrics = Metrics()
         ensure_group(self.client, self.keys)
+
+    def _serve(self, spec: IndexSpec, gen: int) -> None:
+        self.gateway = Gateway(self.client, self.keys, spec, gen, tombstone_ttl_s=self.settings.tombstone_ttl_s)
+        self.processor = Processor(self.gateway, self.settings)
 
     # ----- lifecycle -----
     def install_signal_handlers(self) -> None:
@@ -127,16 +109,16 @@ class Daemon:
         self._signals += 1
         if self._signals > 1:
             log.warning("second signal: exiting now")
-            os._exit(130)
+            raise SystemExit(130)
         log.info("signal %s: finishing the current batch, then exiting", signal.Signals(signum).name)
         self.stopping.set()
 
     def run(self) -> int:
         """Serve until stopped; returns the exit status."""
-        spec = self.index.spec
+        spec = self.gateway.spec
         log.info("consumer %s serving %s (group %s) on %s; %s, num_perm=%d, bands=%d x rows=%d, threshold=%.2f, "
                  "verify=%s", self.consumer, self.keys.docs, GROUP, self.settings.redacted_url(), spec.shingle,
-                 spec.num_perm, spec.bands, spec.rows, self.settings.threshold, self.settings.verify)
+                 spec.num_perm, spec.bands, spec.rows, spec.threshold, spec.verify)
         if spec.bands * spec.rows < spec.num_perm:
             log.info("banding uses %d of %d signature positions; all %d are used to verify candidates",
                      spec.bands * spec.rows, spec.num_perm, spec.num_perm)
@@ -151,12 +133,12 @@ class Daemon:
                 delay = 0.1
             except RETRYABLE as exc:
                 log.warning("Redis error (%s); retrying in %.1fs", exc, delay)
-                self._recover_own = True
+                self._recover_from = "0-0"
                 self.stopping.wait(delay)
                 delay = min(delay * 2, _MAX_BACKOFF_S)
         self._farewell()
         self.metrics.close()
-        log.info("stopped: %s", json.dumps(self.totals))
+        log.info("stopped: %s", self.totals)
         return 0
 
     def _farewell(self) -> None:
@@ -167,164 +149,162 @@ class Daemon:
 
     # ----- one iteration -----
     def iteration(self) -> BatchResult | None:
-        """Follow the index generations, heartbeat, then read or claim one batch and process it."""
-        if self._sync_generation():
-            self._last_beat = 0.0  # tell a waiting `dedupd rebuild` at once
-        self._heartbeat()
+        """Follow the generations, heartbeat, then read or claim one batch (with the deferred entries) and
+        process it. Returns None when there was nothing to do."""
+        if self.poll.due():
+            self._follow()
+        if self.beat.due():
+            self._heartbeat()
         self.metrics.refresh_group(self.client, self.keys)
-        batch, deliveries = self._next_batch()
-        if not batch:
-            self._trim()
+        if self.paused_for is not None:
+            self.stopping.wait(0.05)
             return None
-        result = self.handle(batch, deliveries)
-        self._trim()
-        return result
+        self._tend_deferred()
+        batch, deliveries = self._next_batch()
+        if self.deferred:
+            batch = sorted([*self.deferred.values(), *(e for e in batch if e[0] not in self.deferred)],
+                           key=lambda e: sid(e[0]))
+        result = self.handle(batch, deliveries) if batch else None
+        if self.settings.docs_retention_s is not None and self.trim.due():
+            self.stream.trim(self.settings.docs_retention_s)
+        return result if result is None or result.ack or result.processed or result.dead else None
 
     def handle(self, batch: list[RawEntry], deliveries: dict[str, int] | None) -> BatchResult:
         """Process and acknowledge one batch; a batch that fails is retried entry by entry."""
         started = time.monotonic()
         try:
-            result = self._process(batch, deliveries)
+            result = self.processor.process(batch, deliveries)
         except _NOT_THE_ENTRY:
             raise
         except Exception:
             log.exception("batch of %d entries failed; retrying them one by one", len(batch))
-            result = BatchResult()
-            for raw in batch:
-                try:
-                    one = self._process([raw], deliveries)
-                except _NOT_THE_ENTRY:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - an entry must never stop the daemon
-                    log.exception("entry %s failed", raw[0])
-                    count = (deliveries or {}).get(raw[0], 1)
-                    if count >= self.settings.max_deliveries:
-                        self.processor.dead_letter([(raw, PROCESSING_FAILED, f"{type(exc).__name__}: {exc}")])
-                        result.ack.append(raw[0])
-                        result.dead += 1
-                    continue  # left pending: claimed again after claim_idle_ms
-                result.ack += one.ack
-                result.processed += one.processed
-                result.alerts += one.alerts
-                result.dead += one.dead
-        if result.ack:
-            self.client.xack(self.keys.docs, GROUP, *result.ack)
-        self.totals["processed"] += result.processed
-        self.totals["alerts"] += len(result.alerts)
-        self.totals["dead"] += result.dead
-        self.totals["batches"] += 1
+            result = self._one_by_one(batch, deliveries)
+        self._keep_deferred(batch, result)
+        fields = dict(batch)
+        self.stream.ack([(entry_id, doc_field(fields[entry_id], self.settings.max_id_bytes))
+                         for entry_id in result.ack])
+        for name, value in (("processed", result.processed), ("alerts", len(result.alerts)), ("dead", result.dead),
+                            ("batches", 1)):
+            self.totals[name] += value
         self.metrics.observe_batch(time.monotonic() - started, len(batch), result.processed, len(result.alerts),
                                    result.dead)
         return result
 
-    def _process(self, batch: list[RawEntry], deliveries: dict[str, int] | None) -> BatchResult:
-        """The serving generation's processing, and during a rebuild the next generation's too."""
-        result = self.processor.process(batch, deliveries)
-        if self.shadow is not None:
-            self.shadow.process(batch, deliveries)
+    def _one_by_one(self, batch: list[RawEntry], deliveries: dict[str, int] | None) -> BatchResult:
+        result = BatchResult()
+        for raw in batch:
+            try:
+                result.add(self.processor.process([raw], deliveries))
+            except _NOT_THE_ENTRY:
+                raise
+            except Exception as exc:  # noqa: BLE001 - an entry must never stop the daemon
+                log.exception("entry %s failed", raw[0])
+                if (deliveries or {}).get(raw[0], 1) >= self.settings.max_deliveries:
+                    self.processor.dead_letter([(raw, PROCESSING_FAILED, f"{type(exc).__name__}: {exc}")])
+                    result.ack.append(raw[0])
+                    result.dead += 1
+                # else left pending: claimed again after claim_idle_ms
         return result
 
-    def _sync_generation(self) -> bool:
-        """Follow a rebuild: write into the next generation too while one is built, switch when it is made
-        current. Returns True when something changed."""
-        spec_raw, gen_raw, next_raw, next_gen_raw = self.client.hmget(
-            self.keys.meta, ["spec", "gen", "next_spec", "next_gen"])
-        changed = False
-        store = self.settings.verify == "exact"
-        gen = int(gen_raw or 0)
-        if spec_raw is not None and gen != self.index.generation:
-            spec = IndexSpec.from_json(spec_raw)
-            log.info("the index was rebuilt (generation %d: %s, bands=%d x rows=%d); following it", gen,
-                     spec.shingle, spec.bands, spec.rows)
-            self.index = Index(self.client, self.keys, spec, gen, store_shingles=store)
-            self.processor = Processor(self.client, self.settings, self.index)
-            changed = True
-        want = int(next_gen_raw) if next_gen_raw is not None else None
-        have = self.shadow.index.generation if self.shadow is not None else None
-        if want != have:
-            if want is None or next_raw is None:
-                self.shadow = None
+    def _keep_deferred(self, batch: list[RawEntry], result: BatchResult) -> None:
+        """Remember the entries that wait for an older entry of their document; forget the others."""
+        waiting = set(result.deferred)
+        now = time.monotonic()
+        for entry_id, fields in batch:
+            if entry_id in waiting:
+                self.deferred[entry_id] = (entry_id, fields)
+                self._deferred_since.setdefault(entry_id, now)
             else:
-                nxt = IndexSpec.from_json(next_raw)
-                log.info("a rebuild is building generation %d (%s, bands=%d x rows=%d): writing into it too",
-                         want, nxt.shingle, nxt.bands, nxt.rows)
-                shadow_index = Index(self.client, self.keys, nxt, want, store_shingles=store, shadow=True)
-                self.shadow = Processor(self.client, self.settings, shadow_index, shadow=True)
-            changed = True
-        return changed
+                self.deferred.pop(entry_id, None)
+                self._deferred_since.pop(entry_id, None)
+
+    def _tend_deferred(self) -> None:
+        """Keep deferred entries from being claimed (reset their idle time), and unregister blockers that are
+        no longer pending (deleted from the stream, or acknowledged by an older dedupd)."""
+        if not self.deferred:
+            return
+        if self.touch.due():
+            self.stream.touch(list(self.deferred))
+        if not self.prune.due():
+            return
+        old = time.monotonic() - _PRUNE_AFTER_S
+        docs = {doc_field(f, self.settings.max_id_bytes).decode("utf-8", "replace"): entry_id
+                for entry_id, f in self.deferred.values() if self._deferred_since.get(entry_id, 0) < old}
+        docs.pop("", None)
+        names = list(docs)
+        blockers = [(o, doc) for doc, flight in zip(names, self.stream.inflight(names), strict=True)
+                    for o in flight if sid(o) < sid(docs[doc]) and o not in self.deferred]
+        if blockers and self.stream.prune(blockers):
+            log.warning("removed in-flight records of entries no longer pending (deleted from the stream?)")
+
+    def _follow(self) -> None:
+        """Follow a rebuild: switch to a new serving generation, and pause while a switch asks for it."""
+        poll = self.generations.poll()
+        if poll.spec is not None and poll.gen != self.gateway.generation:
+            log.info("the index was rebuilt (generation %d: %s, bands=%d x rows=%d, threshold %.2f); following it",
+                     poll.gen, poll.spec.shingle, poll.spec.bands, poll.spec.rows, poll.spec.threshold)
+            self._serve(poll.spec, poll.gen)
+            self.beat.now()
+        if poll.paused_for != self.paused_for:
+            if poll.paused_for is not None:
+                log.info("a rebuild is switching to generation %d: pausing", poll.paused_for)
+            else:
+                log.info("resuming")
+            self.paused_for = poll.paused_for
+            self.beat.now()
+            self._heartbeat()
 
     def _next_batch(self) -> tuple[list[RawEntry], dict[str, int] | None]:
         s = self.settings
-        if self._recover_own:
-            recovered = self._recover_one()
-            if recovered:
-                return recovered, self._delivery_counts(recovered)
-            self._recover_own = False
-        now = time.monotonic()
-        if now - self._last_claim >= s.claim_idle_ms / 2000:
-            self._last_claim = now
-            # JUSTID: take ownership without counting a delivery; _recover_one reads (and counts) them one by one
-            claimed = self.client.xautoclaim(self.keys.docs, GROUP, self.consumer, s.claim_idle_ms,
-                                             self._claim_cursor, count=s.batch_size, justid=True)
-            self._claim_cursor = _next_cursor(claimed, s.batch_size)
+        if self._recover_from is not None:
+            got = self._recover_own()
+            if got:
+                return got, self.stream.delivery_counts([got[0][0]])
+        if self._claimed:
+            got = self._claim_one()
+            if got:
+                return got, self.stream.delivery_counts([got[0][0]])
+        if self.claim.due():
+            claimed, self._claim_cursor = self.stream.autoclaim(s.claim_idle_ms, self._claim_cursor, s.batch_size)
+            claimed = [c for c in claimed if c not in self.deferred]
             if claimed:
                 log.info("claimed %d idle pending entries", len(claimed))
-                self._recover_own = True
-                recovered = self._recover_one()
-                if recovered:
-                    return recovered, self._delivery_counts(recovered)
-                self._recover_own = False
-        reply = self.client.xreadgroup(GROUP, self.consumer, {self.keys.docs: ">"}, count=s.batch_size,
-                                       block=s.block_ms)
-        return _decode_entries(reply[0][1] if reply else []), None
+                self._claimed.extend(claimed)
+                return self._next_batch()
+        if len(self.deferred) >= s.batch_size:
+            self.stopping.wait(_DEFERRED_BLOCK_MS / 1000)
+            return [], None
+        block = min(s.block_ms, _DEFERRED_BLOCK_MS) if self.deferred else s.block_ms
+        return self.stream.read_new(s.batch_size, block), None
 
-    def _recover_one(self) -> list[RawEntry]:
-        """Read the oldest of our own pending entries (one delivery more), acknowledging deleted ones."""
-        while True:
-            reply = self.client.xreadgroup(GROUP, self.consumer, {self.keys.docs: "0"}, count=1)
-            raw = reply[0][1] if reply else []
-            if not raw:
-                return []
-            entries = _decode_entries(raw)
+    def _recover_own(self) -> list[RawEntry]:
+        """The next of our own pending entries (one delivery more), acknowledging deleted ones."""
+        while self._recover_from is not None:
+            entries, gone = self.stream.read_own(self._recover_from, 1)
+            for entry_id in gone:
+                log.warning("pending entry %s was deleted from the stream; acknowledging it", entry_id)
+            self.stream.ack([(entry_id, b"") for entry_id in gone])
+            if entries:
+                self._recover_from = entries[0][0]
+                if entries[0][0] not in self.deferred:
+                    return entries
+            elif gone:
+                self._recover_from = gone[-1]
+            else:
+                self._recover_from = None
+        return []
+
+    def _claim_one(self) -> list[RawEntry]:
+        """Read the next claimed entry (one delivery more); empty when it was acknowledged meanwhile."""
+        while self._claimed:
+            entry_id = self._claimed.popleft()
+            got = self.client.xclaim(self.keys.docs, GROUP, self.consumer, 0, [entry_id])
+            entries = [(e.decode() if isinstance(e, bytes) else str(e), dict(f)) for e, f in got if f is not None]
             if entries:
                 return entries
-            gone = raw[0][0]
-            log.warning("pending entry %s was deleted from the stream; acknowledging it", "%d-%d" % _sid(gone))
-            self.client.xack(self.keys.docs, GROUP, gone)
-
-    def _trim(self) -> None:
-        """Trim the acknowledged input history (``docs_retention_s``), at most every ``_TRIM_EVERY_S``."""
-        retention = self.settings.docs_retention_s
-        now = time.monotonic()
-        if retention is None or now - self._last_trim < _TRIM_EVERY_S:
-            return
-        self._last_trim = now
-        floor = trim_floor(self.client, self.keys.docs)
-        if floor is None:
-            return
-        minid = min(floor, (int(time.time() * 1000) - retention * 1000, 0))
-        if minid[0] > 0:
-            self.client.xtrim(self.keys.docs, minid=f"{minid[0]}-{minid[1]}", approximate=True)
-
-    def _delivery_counts(self, entries: list[RawEntry]) -> dict[str, int]:
-        ids = [e[0] for e in entries]
-        lo, hi = min(ids, key=stream_id_key), max(ids, key=stream_id_key)
-        pending = self.client.xpending_range(self.keys.docs, GROUP, min=lo, max=hi, count=len(ids) * 4 + 16)
-        wanted = set(ids)
-        out: dict[str, int] = {}
-        for p in pending:
-            mid = p["message_id"].decode() if isinstance(p["message_id"], bytes) else p["message_id"]
-            if mid in wanted:
-                out[mid] = int(p["times_delivered"])
-        return out
+        return []
 
     def _heartbeat(self) -> None:
-        now = time.monotonic()
-        if now - self._last_beat < max(1.0, self.settings.heartbeat_ttl_s / 3):
-            return
-        self._last_beat = now
-        beat = json.dumps({"pid": os.getpid(), "time": time.time(), "gen": self.index.generation,
-                           "shadow": self.shadow.index.generation if self.shadow is not None else None,
-                           **self.totals})
-        self.client.set(self.keys.heartbeat(self.consumer), beat, ex=self.settings.heartbeat_ttl_s)
-
+        beat = Heartbeat(pid=os.getpid(), time=time.time(), gen=self.gateway.generation, paused=self.paused_for,
+                         deferred=len(self.deferred), **self.totals)
+        self.client.set(self.keys.heartbeat(self.consumer), beat.to_json(), ex=self.settings.heartbeat_ttl_s)

@@ -1,13 +1,60 @@
-"""Every Redis key dedupd uses, built in one place under the configurable prefix.
+"""Every Redis key and every name dedupd's processes share, built in one place under the configurable prefix.
 
 Document ids never appear in key names: each id is mapped to a small integer first, so an id
 cannot break a key name whatever it contains. Keys that a script touches together share a hash
-tag (``{...}``) so that they live in one Redis Cluster slot.
+tag (``{...}``) so that they live in one Redis Cluster slot. The consumer group names, the fields of
+the meta hash and the heartbeat schema live here too: daemons, ``dedupd rebuild``, ``stats`` and
+``check`` read what the others write.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+GROUP = "dedupd"  # the consumer group of the daemons on the input stream
+REBUILD_GROUP = "dedupd-rebuild"  # the group through which `dedupd rebuild` replays the input stream
+
+
+class Meta(StrEnum):
+    """Fields of the meta hash (:attr:`Keys.meta`)."""
+
+    SPEC = "spec"  # the serving generation's IndexSpec (JSON)
+    GEN = "gen"  # the serving generation's number
+    NEXT_SPEC = "next_spec"  # an unfinished rebuild's target spec (JSON)
+    NEXT_GEN = "next_gen"  # and the generation it builds
+    NEXT_MODE = "next_mode"  # how it fills it: "signatures", "stream" or "file"
+    NEXT_CUT = "next_cut"  # the input stream's last id when it began (file and signature modes)
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """What a daemon says of itself in its liveness key (JSON), read by ``check``, ``stats`` and rebuilds."""
+
+    pid: int
+    time: float  # seconds since the epoch
+    gen: int  # the generation it serves
+    paused: int | None  # the generation a rebuild's switch paused it for, or None
+    processed: int = 0
+    alerts: int = 0
+    dead: int = 0
+    batches: int = 0
+    deferred: int = 0  # entries waiting for an older entry of their document
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> Heartbeat:
+        data: dict[str, Any] = json.loads(raw)
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known.setdefault("gen", -1)
+        known.setdefault("paused", None)
+        known.setdefault("pid", 0)
+        known.setdefault("time", 0.0)
+        return cls(**known)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +84,13 @@ class Keys:
         """Baskets for the mining module, one entry per processed document."""
         return f"{self.prefix}:baskets"
 
+    @property
+    def inflight(self) -> str:
+        """Hash in the input stream's slot: document id -> the ids of its entries delivered to the group and
+        not yet acknowledged (space-separated, oldest first). An entry waits while an older one of its
+        document is in flight and not yet applied (per-document order)."""
+        return f"{{{self.docs}}}:inflight"
+
     def seen(self, stream: str) -> str:
         """Sorted set of input entry ids already emitted to ``stream`` (same slot as the stream)."""
         return f"{{{stream}}}:seen"
@@ -46,6 +100,17 @@ class Keys:
     def meta(self) -> str:
         """Hash: the parameters the index was built with, and its generation."""
         return f"{self.prefix}:meta"
+
+    @property
+    def rebuild_lease(self) -> str:
+        """String in the meta hash's slot: the running rebuild's token (expires unless renewed)."""
+        return f"{{{self.meta}}}:rebuild"
+
+    @property
+    def pause(self) -> str:
+        """String in the meta hash's slot: while it exists, daemons finish their batch and wait (a rebuild's
+        switch); it expires by itself if the rebuild dies."""
+        return f"{{{self.meta}}}:pause"
 
     # --- id bookkeeping (one slot) ---
     @property
@@ -61,6 +126,16 @@ class Keys:
     def id_seq(self) -> str:
         """Counter for integer ids."""
         return f"{self._ids_tag}:seq"
+
+    @property
+    def tombstones(self) -> str:
+        """Hash: document id -> the input entry id of the delete that removed it (its version)."""
+        return f"{self._ids_tag}:tomb"
+
+    @property
+    def tombstone_expiry(self) -> str:
+        """Sorted set: document id -> when its tombstone expires (ms since the epoch)."""
+        return f"{self._ids_tag}:tombx"
 
     @property
     def uf_parent(self) -> str:

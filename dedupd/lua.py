@@ -1,34 +1,97 @@
-"""Server-side Lua scripts. Each touches keys of one hash slot only (Redis Cluster safe)."""
+"""Server-side Lua scripts. Each touches keys of one hash slot only (Redis Cluster safe).
+
+Layouts shared with Python come from Python: the record header (record.HEADER) and the bucket op codes
+(:class:`Op`) are interpolated into the scripts' text, so the two sides cannot drift apart.
+"""
 
 from __future__ import annotations
 
-# KEYS: fwd, seq.  ARGV: pairs (mode, id), mode "a" = get or assign, "g" = get only.
-# Returns per id: n (existing), -n (newly assigned), 0 (unknown, get only).
-RESOLVE_IDS = """
+from enum import Enum
+
+from dedupd.record import HEADER, HEADER_FIELDS
+
+
+class Op(bytes, Enum):
+    """One-byte op codes of the BUCKETS script (one per record check or bucket change; see BUCKETS)."""
+
+    CHECK_WRITE = b"c"  # check the record is still the one read, then write the new one
+    CHECK_DELETE = b"x"  # check, then delete it
+    CHECK = b"k"  # check only
+    JOIN = b"a"  # join a bucket and read the others in it
+    REJOIN = b"j"  # the same, but a document already in the bucket reads only the ones that joined before it
+    LEAVE = b"r"  # leave a bucket
+    END = b"d"  # end of a document
+
+
+def _byte(op: Op) -> int:
+    return op.value[0]
+
+
+# Stream ids 'ms-seq' compared in Lua (ms < 2**53 is exact in a Lua number).
+_STREAM_ID = """
+local function sid(s)
+  local ms, seq = string.match(s, '^(%d+)-(%d+)$')
+  return tonumber(ms or 0), tonumber(seq or 0)
+end
+local function newer(a, b)  -- a > b
+  local am, as = sid(a)
+  local bm, bs = sid(b)
+  if am ~= bm then return am > bm end
+  return as > bs
+end
+"""
+
+# KEYS: fwd, seq, tombstones.  ARGV: triples (mode, id, entry id), mode "a" = get or assign, "g" = get only.
+# Returns per id: n (existing), -n (newly assigned), 0 (unknown: get only, or a tombstone at least as new as
+# the entry), then the id's tombstone version ('' = none). A deleted id is not re-created by an entry older
+# than its delete.
+RESOLVE_IDS = (
+    _STREAM_ID
+    + """
 local out = {}
-for i = 1, #ARGV, 2 do
-  local mode, id = ARGV[i], ARGV[i + 1]
+for i = 1, #ARGV, 3 do
+  local mode, id, entry = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local n = redis.call('HGET', KEYS[1], id)
+  local tomb = redis.call('HGET', KEYS[3], id) or ''
   if n then
     out[#out + 1] = tonumber(n)
-  elseif mode == 'a' then
+  elseif mode == 'a' and (tomb == '' or newer(entry, tomb)) then
     n = redis.call('INCR', KEYS[2])
     redis.call('HSET', KEYS[1], id, n)
     out[#out + 1] = -n
   else
     out[#out + 1] = 0
   end
+  out[#out + 1] = tomb
 end
 return out
 """
+)
 
-# KEYS: fwd.  ARGV: id, n.  Forgets id -> n only if it still maps to n.
-FORGET_ID = """
-if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
-  return redis.call('HDEL', KEYS[1], ARGV[1])
+# KEYS: fwd, tombstones, tombstone expiry.  ARGV: now_ms, ttl_ms, then triples (id, n, delete's entry id).
+# Forgets id -> n (only if it still maps to n) and leaves a tombstone (the delete's entry id) that expires
+# after ttl_ms; expired tombstones are removed, at most 256 a call.
+FORGET_IDS = (
+    _STREAM_ID
+    + """
+local now, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
+for i = 3, #ARGV, 3 do
+  local id, n, entry = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  if n ~= '0' and redis.call('HGET', KEYS[1], id) == n then redis.call('HDEL', KEYS[1], id) end
+  local tomb = redis.call('HGET', KEYS[2], id)
+  if (not tomb) or newer(entry, tomb) then
+    redis.call('HSET', KEYS[2], id, entry)
+    redis.call('ZADD', KEYS[3], now + ttl, id)
+  end
 end
-return 0
+local old = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 256)
+for _, id in ipairs(old) do
+  redis.call('HDEL', KEYS[2], id)
+  redis.call('ZREM', KEYS[3], id)
+end
+return #old
 """
+)
 
 # KEYS: stream, seen (a sorted set in the stream's slot).
 # ARGV: now_ms, maxlen, ttl_ms, then per entry: its marker, its field count n, and n field/value pairs.
@@ -87,41 +150,57 @@ end
 return out
 """
 
-# The input entry id stored in a packed record (record.py's header, then the signature, id and tail).
-_ENTRY_OF = """
+
+def _entry_of() -> str:
+    """Lua: the input entry id stored in a packed record (record.py: the header, the signature of num_perm
+    uint32 values, then the id, the tail and the input entry id)."""
+    perm, n_id, n_tail, n_in = (HEADER_FIELDS.index(f) + 1 for f in ("num_perm", "id_len", "tail_len", "entry_len"))
+    return f"""
 local function entry_of(blob)
   if not blob then return '' end
-  local _, perm, _, nid, ntail, nin = struct.unpack('<BHIIIHHI', blob)
-  local at = 24 + 4 * perm + nid + ntail
-  return string.sub(blob, at, at + nin - 1)
+  local h = {{struct.unpack('{HEADER.format}', blob)}}
+  local at = {HEADER.size + 1} + 4 * h[{perm}] + h[{n_id}] + h[{n_tail}]
+  return string.sub(blob, at, at + h[{n_in}] - 1)
 end
 """
 
+
+ENTRY_OF = _entry_of()
+
+# KEYS: records.  Returns each record's input entry id ('' = no record): the versions, without the records.
+VERSIONS = (
+    ENTRY_OF
+    + """
+local out = {}
+for i = 1, #KEYS do out[i] = entry_of(redis.call('GET', KEYS[i])) end
+return out
+"""
+)
+
 # Band buckets: each bucket is a field (the low 32 bits of the band hash; the hash key holds its top bits)
-# of a Redis hash holding, as its value,
-# the packed little-endian uint32 ids of the documents in it. A document's record is checked and written
-# in the same call, so that two consumers changing one document cannot interleave.
-# ARGV[1]: one op code per op:
-#   'c' check the record is still the one read, then write the new one; 'x' check, then delete it;
-#   'k' check only; 'a' join a bucket and read the others in it; 'j' the same, but a document already in
-#   the bucket reads only the ones that joined before it (an entry processed again after a crash: the
-#   later ones saw it when they joined, and report the pair themselves); 'r' leave a bucket; 'd' end of
-#   a document.
-# ARGV[2]: per 'a'/'r' op, its bucket hash index (uint32 LE, 1-based).  ARGV[3]: per 'a'/'r' op, the
-# field (4 bytes).  ARGV[4]: per 'a'/'r' op, the id (4 bytes).  ARGV[5]: per 'c'/'x'/'k' op, the record's
-# key index in KEYS (uint32 LE).  ARGV[7]: '' when KEYS holds the bucket hashes (KEYS[i] = bucket hash i;
-# Redis Cluster, one slot per call); else the bucket hash names are concatenated in ARGV[6] and ARGV[7]
-# holds 0 and the end of each name (uint32 LE): bucket hash i is ARGV[6][ends[i]+1 .. ends[i+1]]
-# (single Redis: two arguments instead of thousands of keys to pack and parse per batch).
-# ARGV[8], ARGV[9], ...: per 'c'/'x'/'k' op, the input entry id the record was read with ('' = no
-# record) and the new record ('' for 'x'/'k').
-# Returns one string per 'd': the packed ids found in the buckets that document joined (before it), or
+# of a Redis hash holding, as its value, the packed little-endian uint32 ids of the documents in it. A
+# document's record is checked and written in the same call, so that two consumers changing one document
+# cannot interleave.
+# ARGV[1]: one op code per op (see Op).
+# ARGV[2]: per JOIN/REJOIN/LEAVE op, its bucket hash index (uint32 LE, 1-based).  ARGV[3]: per such op, the
+# field (4 bytes).  ARGV[4]: per such op, the id (4 bytes).  ARGV[5]: per CHECK* op, the record's key index
+# in KEYS (uint32 LE).  ARGV[7]: '' when KEYS holds the bucket hashes (KEYS[i] = bucket hash i; Redis
+# Cluster, one slot per call); else the bucket hash names are concatenated in ARGV[6] and ARGV[7] holds 0
+# and the end of each name (uint32 LE): bucket hash i is ARGV[6][ends[i]+1 .. ends[i+1]] (single Redis: two
+# arguments instead of thousands of keys to pack and parse per batch).
+# ARGV[8], ARGV[9], ...: per CHECK* op, the input entry id the record was read with ('' = no record) and
+# the new record ('' for CHECK_DELETE/CHECK).
+# Returns one string per END: the packed ids found in the buckets that document joined (before it), or
 # '!' when its record had changed since it was read (nothing of that document was written).
-BUCKETS = _ENTRY_OF + """
+BUCKETS = (
+    ENTRY_OF
+    + f"""
 local ops, kidx, fields, ids, ckidx = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local blob, ends = ARGV[6], ARGV[7]
 local unpack4, sub, byte, call, sfind = struct.unpack, string.sub, string.byte, redis.call, string.find
 local named = ends ~= ''
+local JOIN, REJOIN, LEAVE, END = {_byte(Op.JOIN)}, {_byte(Op.REJOIN)}, {_byte(Op.LEAVE)}, {_byte(Op.END)}
+local WRITE, DELETE = {_byte(Op.CHECK_WRITE)}, {_byte(Op.CHECK_DELETE)}
 local function find(v, id)
   local from = 1
   while true do
@@ -131,13 +210,12 @@ local function find(v, id)
     from = s + 1
   end
 end
--- op codes as bytes: a 97, j 106, r 114, d 100, c 99, x 120, k 107
-local out, acc, n_acc = {}, {}, 0
+local out, acc, n_acc = {{}}, {{}}, 0
 local j, c, skip = 0, 0, false
 local id
 for i = 1, #ops do
   local op = byte(ops, i)
-  if op == 97 or op == 106 or op == 114 then
+  if op == JOIN or op == REJOIN or op == LEAVE then
     local at4 = 4 * j
     j = j + 1
     if not skip then
@@ -152,13 +230,13 @@ for i = 1, #ops do
       end
       local field = sub(fields, at4 + 1, at4 + 4)
       if not id then id = sub(ids, at4 + 1, at4 + 4) end  -- one document's ops share its id
-      if op ~= 114 then
+      if op ~= LEAVE then
         if call('HSETNX', key, field, id) == 0 then  -- the bucket exists: read it, join it
           local v = call('HGET', key, field)
           local at = find(v, id)
           n_acc = n_acc + 1
-          if at then  -- already in it: 'a' reads the others, 'j' only the ones that joined before it
-            acc[n_acc] = op == 97 and (sub(v, 1, at - 1) .. sub(v, at + 4)) or sub(v, 1, at - 1)
+          if at then  -- already in it: JOIN reads the others, REJOIN only the ones that joined before it
+            acc[n_acc] = op == JOIN and (sub(v, 1, at - 1) .. sub(v, at + 4)) or sub(v, 1, at - 1)
           else
             acc[n_acc] = v
             call('HSET', key, field, v .. id)
@@ -175,9 +253,9 @@ for i = 1, #ops do
         end
       end
     end  -- skip: this document's record changed: leave its buckets alone
-  elseif op == 100 then
+  elseif op == END then
     if skip then out[#out + 1] = '!' else out[#out + 1] = table.concat(acc) end
-    if n_acc > 0 then acc, n_acc = {}, 0 end
+    if n_acc > 0 then acc, n_acc = {{}}, 0 end
     skip = false
     id = nil
   else
@@ -186,23 +264,28 @@ for i = 1, #ops do
     c = c + 1
     if entry_of(call('GET', key)) ~= expected then
       skip = true
-    elseif op == 99 then
+    elseif op == WRITE then
       call('SET', key, record)
-    elseif op == 120 then
+    elseif op == DELETE then
       call('DEL', key)
     end
   end
 end
 return out
 """
+)
 
 # The record check of BUCKETS alone, for Redis Cluster (a record and its buckets live in other slots).
-# KEYS: the record.  ARGV: op ('c', 'x' or 'k'), the entry id it was read with, the new record.
-RECORD_CAS = _ENTRY_OF + """
+# KEYS: the record.  ARGV: op (an Op CHECK* code), the entry id it was read with, the new record.
+RECORD_CAS = (
+    ENTRY_OF
+    + f"""
 if entry_of(redis.call('GET', KEYS[1])) ~= ARGV[2] then return 0 end
-if ARGV[1] == 'c' then redis.call('SET', KEYS[1], ARGV[3]) elseif ARGV[1] == 'x' then redis.call('DEL', KEYS[1]) end
+if ARGV[1] == '{Op.CHECK_WRITE.value.decode()}' then redis.call('SET', KEYS[1], ARGV[3])
+elseif ARGV[1] == '{Op.CHECK_DELETE.value.decode()}' then redis.call('DEL', KEYS[1]) end
 return 1
 """
+)
 
 # KEYS: the input stream.  ARGV: per entry, its field count n, then n field/value pairs.
 # XADDs every entry (ids chosen by Redis); returns how many.
@@ -218,3 +301,145 @@ while i <= #ARGV do
 end
 return n
 """
+
+# Removing one entry id from a document's in-flight list (a Lua helper of the scripts below).
+_UNREGISTER = """
+local function unregister(key, doc, eid)
+  local have = redis.call('HGET', key, doc)
+  if not have then return end
+  local rest = {}
+  for x in string.gmatch(have, '%S+') do if x ~= eid then rest[#rest + 1] = x end end
+  if #rest == 0 then redis.call('HDEL', key, doc) else redis.call('HSET', key, doc, table.concat(rest, ' ')) end
+end
+"""
+
+# KEYS: the input stream, its in-flight hash.  ARGV: group, consumer, count, the longest accepted id.
+# Reads new entries for the consumer (XREADGROUP '>') and, in the same atomic step, records each entry as
+# in flight for its document (the value of its 'id' field, when it has an acceptable one), so that no
+# consumer can apply a later entry of a document before this one. Returns the entries as XREADGROUP does,
+# or, when there is none, the stream's last id (to block on with XREAD from there).
+READ_NEW = """
+local reply = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', ARGV[3], 'STREAMS', KEYS[1], '>')
+if not reply then
+  local info = redis.call('XINFO', 'STREAM', KEYS[1])
+  for i = 1, #info, 2 do
+    if info[i] == 'last-generated-id' then return info[i + 1] end
+  end
+  return '0-0'
+end
+local entries = reply[1][2]
+local maxid = tonumber(ARGV[4])
+for _, e in ipairs(entries) do
+  local f = e[2]
+  for i = 1, #f, 2 do
+    if f[i] == 'id' then
+      local doc = f[i + 1]
+      if #doc > 0 and #doc <= maxid then
+        local have = redis.call('HGET', KEYS[2], doc)
+        redis.call('HSET', KEYS[2], doc, have and (have .. ' ' .. e[1]) or e[1])
+      end
+      break
+    end
+  end
+end
+return entries
+"""
+
+# KEYS: the input stream, its in-flight hash.  ARGV: group, then pairs (entry id, its document id or '').
+# Acknowledges the entries and removes them from their documents' in-flight lists, atomically.
+ACK = (
+    _UNREGISTER
+    + """
+local ids = {}
+for i = 2, #ARGV, 2 do
+  ids[#ids + 1] = ARGV[i]
+  if ARGV[i + 1] ~= '' then unregister(KEYS[2], ARGV[i + 1], ARGV[i]) end
+end
+for i = 1, #ids, 1000 do redis.call('XACK', KEYS[1], ARGV[1], unpack(ids, i, math.min(i + 999, #ids))) end
+return #ids
+"""
+)
+
+# KEYS: the input stream, its in-flight hash.  ARGV: group, then pairs (entry id, document id).
+# Removes from the in-flight lists the entries that are no longer pending in the group (deleted from the
+# stream, or acknowledged by a process that did not know of the list). Returns how many were removed.
+PRUNE_INFLIGHT = (
+    _UNREGISTER
+    + """
+local n = 0
+for i = 2, #ARGV, 2 do
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
+  if #p == 0 then
+    unregister(KEYS[2], ARGV[i + 1], ARGV[i])
+    n = n + 1
+  end
+end
+return n
+"""
+)
+
+
+def _meta_scripts() -> tuple[str, str, str, str, str]:
+    """The rebuild protocol on the meta hash (KEYS[1]), the rebuild lease (KEYS[2]) and the pause key
+    (KEYS[3]), all in the meta hash's slot: begin, pause, switch and abort are compare-and-set on the
+    lease's token, so two rebuilds cannot both run and an aborted one cannot switch."""
+    from dedupd.keys import Meta
+
+    m = {f.name.lower(): f.value for f in Meta}
+    nexts = f"'{m['next_spec']}', '{m['next_gen']}', '{m['next_mode']}', '{m['next_cut']}'"
+    # ARGV: token, lease_ms, target spec (JSON), mode, cut. Returns {outcome, detail}.
+    begin = f"""
+local spec = redis.call('HGET', KEYS[1], '{m['spec']}')
+if not spec then return {{'none', ''}} end
+local owner = redis.call('GET', KEYS[2])
+if owner and owner ~= ARGV[1] then return {{'running', owner}} end
+local nxt = redis.call('HGET', KEYS[1], '{m['next_spec']}')
+if nxt then
+  if nxt ~= ARGV[3] then return {{'other', nxt}} end
+  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+  return {{'resumed', redis.call('HGET', KEYS[1], '{m['next_mode']}') or ''}}
+end
+if spec == ARGV[3] then return {{'same', ''}} end
+local gen = tonumber(redis.call('HGET', KEYS[1], '{m['gen']}') or '0')
+redis.call('HSET', KEYS[1], '{m['next_spec']}', ARGV[3], '{m['next_gen']}', gen + 1, '{m['next_mode']}', ARGV[4],
+           '{m['next_cut']}', ARGV[5])
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+return {{'began', ''}}
+"""
+    # ARGV: token, lease_ms. Renews the lease if it is still this rebuild's: 1, else 0 (aborted or taken over).
+    renew = """
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return 1
+"""
+    # ARGV: token, pause_ms, the generation being switched to. Pauses the daemons (1), or 0 if not the owner.
+    pause = """
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[3], ARGV[3], 'PX', ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return 1
+"""
+    # ARGV: token. Makes the next generation current and lifts the pause: 1; 0 not the owner (aborted);
+    # -1 the pause expired (daemons may have written since: pause again and re-check).
+    switch = f"""
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
+local nspec = redis.call('HGET', KEYS[1], '{m['next_spec']}')
+local ngen = redis.call('HGET', KEYS[1], '{m['next_gen']}')
+if not nspec or not ngen then return 0 end
+if redis.call('GET', KEYS[3]) ~= ngen then return -1 end
+redis.call('HSET', KEYS[1], '{m['spec']}', nspec, '{m['gen']}', ngen)
+redis.call('HDEL', KEYS[1], {nexts})
+redis.call('DEL', KEYS[3])
+return 1
+"""
+    # ARGV: none. Forgets an unfinished rebuild: returns the generation it was building, or false.
+    abort = f"""
+local ngen = redis.call('HGET', KEYS[1], '{m['next_gen']}')
+redis.call('HDEL', KEYS[1], {nexts})
+redis.call('DEL', KEYS[2], KEYS[3])
+return ngen
+"""
+    return begin, renew, pause, switch, abort
+
+
+REBUILD_BEGIN, REBUILD_RENEW, REBUILD_PAUSE, REBUILD_SWITCH, REBUILD_ABORT = _meta_scripts()

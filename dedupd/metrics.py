@@ -13,6 +13,7 @@ import threading
 import time
 from typing import Any
 
+from dedupd.monitor import group_state
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -111,8 +112,6 @@ class Metrics:
         if now - self._last_group < every_s:
             return
         self._last_group = now
-        from dedupd.monitor import group_state  # monitor imports the daemon module
-
         state = group_state(client, keys)
         if state is not None:
             self.set_group(state["lag"], state["pending"])

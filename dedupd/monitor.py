@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 import redis
 
-from dedupd.daemon import GROUP
-from dedupd.keys import Keys
+from dedupd.connection import RedisClient
+from dedupd.generations import Generations
+from dedupd.keys import GROUP, Heartbeat, Keys
 
 
-def group_state(client: Any, keys: Keys) -> dict[str, Any] | None:
+def group_state(client: RedisClient, keys: Keys) -> dict[str, Any] | None:
     """The consumer group's lag, pending count and consumers, and the stream's length and entries added
     (None when the group does not exist yet)."""
     try:
@@ -35,7 +35,7 @@ def group_state(client: Any, keys: Keys) -> dict[str, Any] | None:
     return None
 
 
-def wait_drained(client: Any, keys: Keys, timeout: float, poll: float = 0.2) -> bool:
+def wait_drained(client: RedisClient, keys: Keys, timeout: float, poll: float = 0.2) -> bool:
     """Wait until the group has no lag and nothing pending; False on timeout."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -46,16 +46,6 @@ def wait_drained(client: Any, keys: Keys, timeout: float, poll: float = 0.2) -> 
     return False
 
 
-def live_consumers(client: Any, keys: Keys, max_age: float | None = None) -> dict[str, dict[str, Any]]:
+def live_consumers(client: RedisClient, keys: Keys, max_age: float | None = None) -> dict[str, Heartbeat]:
     """Consumers whose heartbeat key exists (and is at most ``max_age`` seconds old)."""
-    out: dict[str, dict[str, Any]] = {}
-    prefix = keys.heartbeat("")
-    for key in client.scan_iter(match=keys.heartbeat_pattern, count=500):
-        raw = client.get(key)
-        if raw is None:
-            continue
-        beat = json.loads(raw)
-        if max_age is not None and time.time() - float(beat.get("time", 0)) > max_age:
-            continue
-        out[key.decode()[len(prefix):]] = beat
-    return out
+    return Generations(client, keys).heartbeats(max_age)

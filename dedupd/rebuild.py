@@ -1,200 +1,279 @@
 """``dedupd rebuild``: build a new generation of the index beside the serving one, then switch atomically.
 
-Every record and bucket key carries the index generation. A rebuild:
+Every record and bucket key carries the index generation. A rebuild (:meth:`Rebuild.run`):
 
-1. writes ``next_spec`` and ``next_gen`` into the index's meta hash (or resumes the rebuild already
-   recorded there with the same target);
-2. waits until every live daemon says, in its heartbeat, that it writes each new document into both
-   generations (from then on nothing can reach only the old one);
-3. fills the new generation: from the stored signatures when only the banding changes (bands, rows,
-   capacity), else by replaying the source texts — the input stream's retained history or a JSONL file —
-   through the same processing the daemon does (records are compare-and-set by input entry id, so a
-   replayed entry never overwrites a newer version a daemon wrote meanwhile);
-4. checks that the new generation holds every document of the current one (or ``--allow-missing``);
-5. switches: one HSET of the meta hash makes the new generation current (daemons follow it at their
-   next batch);
-6. waits until the daemons have followed, then deletes the old generation's keys.
+1. begins: records the target spec as the next generation with a lease (or resumes the unfinished rebuild
+   towards the same target whose lease expired); a second rebuild refuses while the lease lives;
+2. opens a consumer group of its own on the input stream (``keys.REBUILD_GROUP``): from the start of the
+   stream when it replays the stream's texts, else from the stream's end when it began. Through it the
+   rebuild replays, in stream order, every entry that reaches the stream while it runs, and the trimming
+   of the stream keeps what it has not replayed yet;
+3. fills the new generation: by copying the records and re-banding their stored signatures when only the
+   banding changes (bands, rows, threshold, capacity), else from the texts of ``--from FILE`` (line n is
+   entry ``0-n``, older than any stream entry) or of the stream itself; then catches up with the stream;
+4. pauses the daemons (they finish their batch and wait; the pause expires by itself if the rebuild dies),
+   catches up to the last entry delivered to them, and checks that the new generation holds every
+   document of the current one at least at the same version (the stream id of the entry that last changed
+   it; with ``--from FILE``, a document unchanged since the rebuild began may have its file version);
+5. switches (compare-and-set: only this rebuild, only while the daemons are paused) and lifts the pause;
+6. waits until the daemons follow, then deletes the old generation's keys and its replay group.
 
-Interrupted anywhere, the index is never half-switched: before step 5 the old generation serves and a
-rerun resumes (or ``--abort`` deletes the new generation); after it, the new one serves and a rerun
-finishes deleting the old one.
+The daemons write only the serving generation; the rebuild alone writes the new one, in stream order, so
+per-document order holds in it as in the serving one. Interrupted anywhere, the index is never half
+switched: before step 5 the old generation serves and a rerun resumes (or ``--abort`` deletes the new
+generation and makes a running rebuild stop); after it, the new one serves and a rerun has nothing to do.
 """
 
 from __future__ import annotations
 
-import json
+import os
+import socket
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from dedupd.errors import DedupdError
-from dedupd.index import DocWrite, Index
-from dedupd.keys import Keys
-from dedupd.monitor import live_consumers
+import redis
+
+from dedupd.connection import RedisClient
+from dedupd.gateway import Gateway
+from dedupd.generations import Generations, RebuildError, State
+from dedupd.keys import GROUP, REBUILD_GROUP, Keys
+from dedupd.planner import sid
 from dedupd.processor import Processor, RawEntry
 from dedupd.record import decode_records
 from dedupd.settings import Settings
 from dedupd.spec import IndexSpec
+from dedupd.buckets import DocWrite
+from dedupd.stream import ensure_group
+
+__all__ = ["Rebuild", "RebuildError", "Report", "file_source", "rebands_only"]
 
 Progress = Callable[[str, int, int | None], None]  # (phase, done, total)
 _BATCH = 500
-
-
-class RebuildError(DedupdError):
-    """A rebuild cannot go on; the message says why and what to do."""
-
-
-@dataclass(frozen=True, slots=True)
-class State:
-    """The generations recorded in the meta hash."""
-
-    spec: IndexSpec
-    gen: int
-    next_spec: IndexSpec | None
-    next_gen: int | None
-
-
-def read_state(client: Any, keys: Keys) -> State | None:
-    """The index's generations, or None when there is no index yet."""
-    spec, gen, next_spec, next_gen = client.hmget(keys.meta, ["spec", "gen", "next_spec", "next_gen"])
-    if spec is None:
-        return None
-    return State(IndexSpec.from_json(spec), int(gen or 0),
-                 IndexSpec.from_json(next_spec) if next_spec else None,
-                 int(next_gen) if next_gen is not None else None)
+LEASE_MS = 15_000
+PAUSE_MS = 30_000
 
 
 def rebands_only(a: IndexSpec, b: IndexSpec) -> bool:
-    """True when the signatures stay valid (only the banding or the bucket sizing changes)."""
-    return (a.shingle, a.num_perm, a.seed, a.minhash, a.scheme) == (b.shingle, b.num_perm, b.seed, b.minhash,
-                                                                    b.scheme)
+    """True when the stored signatures stay valid (only the banding, threshold or bucket sizing changes)."""
+    same = ("shingle", "num_perm", "seed", "minhash", "scheme")
+    return all(getattr(a, f) == getattr(b, f) for f in same) and (a.verify == b.verify or b.verify == "signature")
 
 
-class Rebuilder:
-    """Runs one rebuild (see the module docstring)."""
+@dataclass(frozen=True, slots=True)
+class Report:
+    """What a finished rebuild did."""
 
-    def __init__(self, client: Any, settings: Settings, target: IndexSpec, progress: Progress,
-                 wait_s: float = 60.0) -> None:
+    state: State
+    processed: int
+    documents: int
+    before: int
+    seconds: float
+    dropped: int
+
+
+def _sid_text(raw: bytes | str) -> str:
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
+class Rebuild:
+    """One rebuild of one prefix (see the module docstring)."""
+
+    def __init__(self, client: RedisClient, settings: Settings, target: IndexSpec, progress: Progress,
+                 source: Path | None = None, allow_missing: bool = False, wait_s: float = 60.0) -> None:
         self.client = client
         self.settings = settings
         self.keys = Keys(settings.prefix)
+        self.generations = Generations(client, self.keys)
         self.target = target
         self.progress = progress
+        self.source = source
+        self.allow_missing = allow_missing
         self.wait_s = wait_s
+        self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
-    # ----- steps -----
-    def begin(self) -> State:
-        """Record the target as the next generation (or resume the same one); returns the state."""
-        state = read_state(self.client, self.keys)
-        if state is None:
-            raise RebuildError(f"there is no index under prefix {self.keys.prefix!r} yet: nothing to rebuild "
-                               "(start `dedupd serve` with the new settings instead)")
-        if state.next_spec is not None:
-            if state.next_spec != self.target:
-                raise RebuildError("another rebuild is in progress, towards "
-                                   f"{state.next_spec.to_json()}; finish it with the same settings, or run "
-                                   "`dedupd rebuild --abort` first")
-            return state
-        if state.spec == self.target:
-            left = self.drop_other_generations(state.gen)
-            raise RebuildError("the index already has these parameters: nothing to rebuild"
-                               + (f" (deleted {left} keys left over by an earlier rebuild)" if left else ""))
-        nxt = state.gen + 1
-        self.client.hset(self.keys.meta, mapping={"next_spec": self.target.to_json(), "next_gen": nxt})
-        return State(state.spec, state.gen, self.target, nxt)
+    # ----- the whole sequence -----
+    def begin(self) -> tuple[State, bool]:
+        """Step 1: record the target (or resume). Returns the state and whether it resumes."""
+        current = self.generations.read()
+        mode = "file" if self.source is not None else (
+            "signatures" if current is not None and rebands_only(current.spec, self.target) else "stream")
+        state, resumed = self.generations.begin(self.target, mode, self._stream_end(), self.token, LEASE_MS)
+        if resumed and state.next_mode != mode:
+            self.generations.release(self.token)
+            how = {"file": "with --from FILE", "stream": "without --from", "signatures": "without --from"}
+            raise RebuildError(f"the unfinished rebuild was started {how.get(state.next_mode or '', '')} "
+                               f"({state.next_mode}); resume it the same way, or run `dedupd rebuild --abort`")
+        return state, resumed
 
-    def wait_for_daemons(self, key: str, value: int) -> None:
-        """Wait until every live daemon's heartbeat reports ``key == value``."""
-        deadline = time.monotonic() + self.wait_s
-        while True:
-            live = live_consumers(self.client, self.keys)
-            behind = sorted(name for name, beat in live.items() if beat.get(key) != value)
-            if not behind:
-                return
-            if time.monotonic() > deadline:
-                raise RebuildError(f"daemons {', '.join(behind)} did not report {key}={value} within "
-                                   f"{self.wait_s:.0f}s (are they older versions of dedupd?); nothing was "
-                                   "switched: rerun `dedupd rebuild` to resume")
-            self.progress(f"waiting for {len(behind)} daemon(s)", 0, None)
-            time.sleep(0.2)
+    def run(self, state: State) -> Report:
+        """Steps 2-6 for a begun rebuild; the lease is given up whatever happens."""
+        started = time.monotonic()
+        try:
+            start = "0" if state.next_mode == "stream" else (state.next_cut or "0")
+            ensure_group(self.client, self.keys, REBUILD_GROUP, start)
+            done = self.fill(state)
+            done += self.catch_up(state, until=None)
+            have, before = self.pause_and_switch(state)
+        except BaseException:
+            self.generations.release(self.token)
+            raise
+        self.generations.release(self.token)
+        assert state.next_gen is not None
+        self.wait_for_daemons(lambda beat: beat.gen == state.next_gen, "follow the new generation")
+        dropped = self.drop_generation(state.gen)
+        self._destroy_group()
+        return Report(state, done, have, before, time.monotonic() - started, dropped)
+
+    def abort(self) -> int:
+        """Forget an unfinished rebuild (a running one stops at its next step) and delete its keys."""
+        gen = self.generations.abort()
+        if gen is None:
+            raise RebuildError("no rebuild is in progress")
+        self._destroy_group()
+        return self.drop_generation(gen)
+
+    # ----- step 3: fill -----
+    def fill(self, state: State) -> int:
+        if state.next_mode == "signatures":
+            return self.fill_from_signatures(state)
+        if state.next_mode == "file":
+            assert self.source is not None
+            entries, total = file_source(self.source)
+            return self._replay(state, entries, total, f"re-indexing {self.source.name}")
+        return 0  # the stream is replayed by the catch-up
 
     def fill_from_signatures(self, state: State) -> int:
-        """New buckets from the stored raw signatures (the records are copied as they are)."""
-        assert state.next_gen is not None and state.next_spec is not None
-        old = Index(self.client, self.keys, state.spec, state.gen, store_shingles=True)
-        new = Index(self.client, self.keys, state.next_spec, state.next_gen, store_shingles=True, shadow=True)
-        done = 0
-        total = self.count_docs(state.gen)
+        """New buckets from the stored raw signatures (the records are copied as they are, where the new
+        generation has none yet)."""
+        old, new = self._gateway(state.spec, state.gen), self._gateway(self._next(state), self._next_gen(state))
+        done, total = 0, self.count_docs(state.gen)
         for nums in self._doc_nums(state.gen):
-            blobs = self._get(old, nums)
+            pipe = self.client.pipeline(transaction=False)
+            for n in nums:
+                pipe.get(old.record_key(n))
+            blobs = pipe.execute()
             records = decode_records(nums, blobs, new.fingerprinter)
-            present = [(n, b, records[n]) for n, b in zip(nums, blobs, strict=True) if b and records[n] is not None]
+            present = [(n, b, rec) for n, b in zip(nums, blobs, strict=True) if b and (rec := records[n]) is not None]
             fps = [rec.fingerprint for _, _, rec in present if not rec.fingerprint.empty]
             bands = iter(new.fingerprinter.band_hashes(fps)) if fps else iter(())
             writes = []
             for n, blob, rec in present:
-                w = DocWrite(n, expected="", record=blob)  # only where no daemon wrote a newer version
-                if rec is not None and not rec.fingerprint.empty:
+                w = DocWrite(n, expected="", record=blob)  # only where the catch-up wrote no newer version
+                if not rec.fingerprint.empty:
                     w.add = next(bands)
                 writes.append(w)
             new.apply(writes)
             done += len(nums)
+            self.generations.renew(self.token, LEASE_MS)
             self.progress("re-banding", done, total)
         return done
 
-    def fill_from_texts(self, state: State, source: Iterator[RawEntry], total: int | None) -> int:
-        """Replay source entries into the new generation through the daemon's own processing."""
-        assert state.next_gen is not None and state.next_spec is not None
-        new = Index(self.client, self.keys, state.next_spec, state.next_gen,
-                    store_shingles=self.settings.verify == "exact", shadow=True)
-        shadow = Processor(self.client, self.settings, new, shadow=True)
+    # ----- steps 3-4: replay the stream through the rebuild's group -----
+    def catch_up(self, state: State, until: str | None) -> int:
+        """Replay the stream from the group's position up to ``until`` (None: its current end)."""
+        position = self._group_position()
+        end = until or self._stream_end()
+        done, total = 0, self._count_between(position, end)
+
+        def entries() -> Iterator[RawEntry]:
+            cursor = position
+            while True:
+                page = self.client.xrange(self.keys.docs, min=f"({cursor}", max=end, count=_BATCH)
+                if not page:
+                    return
+                for entry_id, fields in page:
+                    yield _sid_text(entry_id), dict(fields)
+                cursor = _sid_text(page[-1][0])
+                self.client.xgroup_setid(self.keys.docs, REBUILD_GROUP, cursor)
+
+        if sid(end) > sid(position):
+            done = self._replay(state, entries(), total, "replaying the input stream")
+        return done
+
+    def _replay(self, state: State, source: Iterator[RawEntry], total: int | None, phase: str) -> int:
+        """Process entries into the next generation in order, as the daemons would (no outputs)."""
+        shadow = Processor(self._gateway(self._next(state), self._next_gen(state)), self.settings, ordered=False)
         done = 0
         batch: list[RawEntry] = []
         for raw in source:
             batch.append(raw)
             if len(batch) >= _BATCH:
-                shadow.process(batch)
-                done += len(batch)
+                done += self._replay_batch(shadow, batch, total, phase, done)
                 batch = []
-                self.progress("re-indexing texts", done, total)
         if batch:
-            shadow.process(batch)
-            done += len(batch)
-            self.progress("re-indexing texts", done, total)
+            done += self._replay_batch(shadow, batch, total, phase, done)
         return done
 
-    def check_complete(self, state: State, allow_missing: bool, settle_s: float = 5.0) -> tuple[int, int]:
-        """Documents in the new and in the current generation; raise if the new one lacks some.
+    def _replay_batch(self, shadow: Processor, batch: list[RawEntry], total: int | None, phase: str,
+                      done: int) -> int:
+        shadow.process(batch)
+        self.generations.renew(self.token, LEASE_MS)
+        self.progress(phase, done + len(batch), total)
+        return len(batch)
 
-        A document a daemon is writing right now may be in the current generation a moment before it is in
-        the new one, so missing documents are looked for again for up to ``settle_s`` seconds.
-        """
+    # ----- steps 4-5: pause, last catch-up, check, switch -----
+    def pause_and_switch(self, state: State) -> tuple[int, int]:
+        """Pause the daemons, replay what they were given, check, switch. Returns (documents, before)."""
         assert state.next_gen is not None
-        deadline = time.monotonic() + settle_s
         while True:
-            current = set(self._nums(state.gen))
-            missing = current - set(self._nums(state.next_gen))
-            if not missing or allow_missing or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        have = len(current) - len(missing)
-        if missing and not allow_missing:
-            raise RebuildError(f"the new index lacks {len(missing)} of the {len(current)} documents of the current "
-                               "one: the source does not hold them (the input stream keeps only its retained "
-                               "history). Pass --from FILE.jsonl with every document, or --allow-missing to drop "
-                               "them; nothing was switched")
-        return have, len(current)
+            self.generations.pause(self.token, PAUSE_MS, state.next_gen)
+            try:
+                self.wait_for_daemons(lambda beat: beat.paused == state.next_gen, "pause")
+                self.catch_up(state, until=self._delivered())
+                have, before = self.check_complete(state)
+            except BaseException:
+                self.generations.pause(self.token, 1, state.next_gen)  # lift the pause at once
+                raise
+            if self.generations.switch(self.token):
+                return have, before
+            self.progress("the pause expired before the switch: pausing again", 0, None)
 
-    def switch(self, state: State) -> None:
-        """Make the new generation current: one atomic change of the meta hash."""
-        assert state.next_spec is not None and state.next_gen is not None
-        pipe = self.client.pipeline(transaction=True)
-        pipe.hset(self.keys.meta, mapping={"spec": state.next_spec.to_json(), "gen": state.next_gen})
-        pipe.hdel(self.keys.meta, "next_spec", "next_gen")
-        pipe.execute()
+    def check_complete(self, state: State) -> tuple[int, int]:
+        """Every document of the current generation is in the new one at least at its version; returns
+        (documents in the new generation, documents in the current one).
 
+        Raises:
+            RebuildError: naming how many lack or are older, unless ``allow_missing``.
+        """
+        old, new = self._gateway(state.spec, state.gen), self._gateway(self._next(state), self._next_gen(state))
+        lacking = checked = 0
+        cut = sid(state.next_cut or "0-0")
+        for nums in self._doc_nums(state.gen):
+            before, after = old.versions(nums), new.versions(nums)
+            for n in nums:
+                if not before[n]:
+                    continue
+                checked += 1
+                v_old, v_new = sid(before[n]), after[n]
+                from_file = state.next_mode == "file" and v_new.startswith("0-") and v_old <= cut
+                if not v_new or (sid(v_new) < v_old and not from_file):
+                    lacking += 1
+            self.progress("checking versions", checked, None)
+        if lacking and not self.allow_missing:
+            raise RebuildError(
+                f"the new index lacks {lacking} of the {checked} documents of the current one, or has older "
+                "versions of them: the source does not hold them (the input stream keeps only its retained "
+                "history). Pass --from FILE.jsonl with every document, or --allow-missing to drop them; nothing "
+                "was switched")
+        return checked - lacking, checked
+
+    def wait_for_daemons(self, ready: Callable[..., bool], what: str) -> None:
+        """Wait until every live daemon's heartbeat satisfies ``ready``."""
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            behind = sorted(name for name, beat in self.generations.heartbeats().items() if not ready(beat))
+            if not behind:
+                return
+            if time.monotonic() > deadline:
+                raise RebuildError(f"daemons {', '.join(behind)} did not {what} within {self.wait_s:.0f}s (are "
+                                   "they older versions of dedupd?); rerun `dedupd rebuild` to resume")
+            self.progress(f"waiting for {len(behind)} daemon(s) to {what}", 0, None)
+            time.sleep(0.05)
+
+    # ----- step 6 and helpers -----
     def drop_generation(self, gen: int) -> int:
         """Delete every record and bucket key of one generation; returns how many keys."""
         dropped = 0
@@ -203,78 +282,80 @@ class Rebuilder:
             for key in self.client.scan_iter(match=pattern, count=2000):
                 batch.append(key)
                 if len(batch) >= 2000:
-                    dropped += self.client.unlink(*batch)
+                    dropped += int(self.client.unlink(*batch))
                     batch = []
                     self.progress(f"deleting generation {gen}", dropped, None)
             if batch:
-                dropped += self.client.unlink(*batch)
+                dropped += int(self.client.unlink(*batch))
         self.progress(f"deleting generation {gen}", dropped, dropped)
         return dropped
 
-    def drop_other_generations(self, keep: int) -> int:
-        """Delete record and bucket keys of any generation but ``keep`` (left by an interrupted rebuild)."""
-        gens: set[int] = set()
-        for pattern, at in ((self.keys.doc_pattern, 2), (self.keys.band_pattern_all, 2)):
-            for key in self.client.scan_iter(match=pattern, count=5000):
-                gen = int(key.decode().split(":")[at])
-                if gen != keep:
-                    gens.add(gen)
-        return sum(self.drop_generation(g) for g in sorted(gens))
-
-    def abort(self) -> int:
-        """Forget an unfinished rebuild and delete its keys."""
-        state = read_state(self.client, self.keys)
-        if state is None or state.next_gen is None:
-            raise RebuildError("no rebuild is in progress")
-        self.client.hdel(self.keys.meta, "next_spec", "next_gen")
-        return self.drop_generation(state.next_gen)
-
-    # ----- helpers -----
     def count_docs(self, gen: int) -> int:
-        return sum(1 for _ in self._nums(gen))
-
-    def _nums(self, gen: int) -> Iterator[int]:
-        prefix = len(self.keys.doc(0, gen)) - 1
-        for key in self.client.scan_iter(match=self.keys.doc_pattern_of(gen), count=2000):
-            yield int(key[prefix:])
+        return sum(len(nums) for nums in self._doc_nums(gen))
 
     def _doc_nums(self, gen: int) -> Iterator[list[int]]:
+        prefix = len(self.keys.doc(0, gen)) - 1
         nums: list[int] = []
-        for n in self._nums(gen):
-            nums.append(n)
+        for key in self.client.scan_iter(match=self.keys.doc_pattern_of(gen), count=2000):
+            nums.append(int(key[prefix:]))
             if len(nums) >= _BATCH:
                 yield nums
                 nums = []
         if nums:
             yield nums
 
-    def _get(self, index: Index, nums: list[int]) -> list[bytes | None]:
-        pipe = self.client.pipeline(transaction=False)
-        for n in nums:
-            pipe.get(self.keys.doc(n, index.generation))
-        return list(pipe.execute())
+    def _gateway(self, spec: IndexSpec, gen: int) -> Gateway:
+        return Gateway(self.client, self.keys, spec, gen, serving=False)
 
+    @staticmethod
+    def _next(state: State) -> IndexSpec:
+        assert state.next_spec is not None
+        return state.next_spec
 
-def stream_source(client: Any, keys: Keys) -> tuple[Iterator[RawEntry], int]:
-    """The input stream's retained entries, oldest first, and how many there are."""
-    total = int(client.xlen(keys.docs))
+    @staticmethod
+    def _next_gen(state: State) -> int:
+        assert state.next_gen is not None
+        return state.next_gen
 
-    def entries() -> Iterator[RawEntry]:
-        cursor = "-"
-        while True:
-            page = client.xrange(keys.docs, min=cursor, count=_BATCH)
-            if not page:
-                return
-            for entry_id, fields in page:
-                yield entry_id.decode(), dict(fields)
-            cursor = "(" + page[-1][0].decode()
+    def _stream_end(self) -> str:
+        try:
+            info = self.client.xinfo_stream(self.keys.docs)
+        except redis.ResponseError:  # no stream yet
+            return "0-0"
+        return _sid_text(info["last-generated-id"])
 
-    return entries(), total
+    def _delivered(self) -> str:
+        """The last entry delivered to the daemons' group (everything after it is still to be read)."""
+        try:
+            groups = self.client.xinfo_groups(self.keys.docs)
+        except redis.ResponseError:
+            return "0-0"
+        for g in groups:
+            if _sid_text(g["name"]) == GROUP:
+                return _sid_text(g["last-delivered-id"])
+        return self._stream_end()
+
+    def _group_position(self) -> str:
+        for g in self.client.xinfo_groups(self.keys.docs):
+            if _sid_text(g["name"]) == REBUILD_GROUP:
+                return _sid_text(g["last-delivered-id"])
+        raise RebuildError("the rebuild's replay group disappeared (was the input stream deleted?); rerun it")
+
+    def _count_between(self, after: str, until: str) -> int | None:
+        if sid(after) == (0, 0):
+            return int(self.client.xlen(self.keys.docs))
+        return None
+
+    def _destroy_group(self) -> None:
+        try:
+            self.client.xgroup_destroy(self.keys.docs, REBUILD_GROUP)
+        except redis.ResponseError:
+            pass
 
 
 def file_source(path: Path) -> tuple[Iterator[RawEntry], int]:
     """A JSONL file of stream fields; line n gets the entry id ``0-n`` (older than any stream entry, so a
-    document a daemon changes during the rebuild keeps its newer version)."""
+    document changed during the rebuild keeps its newer version)."""
     from dedupd.producer import BadLine, parse_lines
 
     with path.open(encoding="utf-8") as f:
@@ -288,11 +369,3 @@ def file_source(path: Path) -> tuple[Iterator[RawEntry], int]:
                 yield f"0-{n}", {k.encode(): v.encode() for k, v in item.items()}
 
     return entries(), total
-
-
-def describe(state: State) -> str:
-    """One line on what the rebuild changes."""
-    assert state.next_spec is not None
-    a, b = json.loads(state.spec.to_json()), json.loads(state.next_spec.to_json())
-    changes = ", ".join(f"{k} {a[k]} -> {b[k]}" for k in sorted(a) if a[k] != b.get(k))
-    return f"generation {state.gen} -> {state.next_gen}: {changes}"

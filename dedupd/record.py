@@ -27,7 +27,9 @@ from dedupd.shingling import distinct32
 
 VERSION = 1  # signature and 32-bit fingerprints
 VERSION_HASHES = 2  # 64-bit shingle hashes only
-_HEADER = struct.Struct("<BHIIIHHI")
+HEADER = struct.Struct("<BHIIIHHI")  # the scripts read the input entry id with the same format (lua.py)
+# position in the header of the signature length and of the id, tail and input entry id lengths
+HEADER_FIELDS = ("version", "num_perm", "n_units", "id_len", "tail_len", "entry_len", "source_len", "shingles")
 _U32 = np.dtype("<u4")
 _U64 = np.dtype("<u8")
 
@@ -48,11 +50,11 @@ def encode_record(doc_id: str, fp: Fingerprint, entry_id: str, source: str | Non
     and, only when ``shingles``, its 32-bit fingerprints."""
     ident, tail, entry, src = doc_id.encode(), fp.tail.encode(), entry_id.encode(), (source or "").encode()
     if fp.hashes is not None:
-        header = _HEADER.pack(VERSION_HASHES, 0, fp.n_units, len(ident), len(tail), len(entry), len(src),
+        header = HEADER.pack(VERSION_HASHES, 0, fp.n_units, len(ident), len(tail), len(entry), len(src),
                               fp.hashes.shape[0])
         return b"".join((header, ident, tail, entry, src, fp.hashes.astype(_U64, copy=False).tobytes()))
     sh = fp.shingles.astype(_U32, copy=False).tobytes() if shingles else b""
-    header = _HEADER.pack(VERSION, fp.raw.shape[0], fp.n_units, len(ident), len(tail), len(entry), len(src),
+    header = HEADER.pack(VERSION, fp.raw.shape[0], fp.n_units, len(ident), len(tail), len(entry), len(src),
                           len(sh) // 4)
     return b"".join((header, fp.raw.astype(_U32, copy=False).tobytes(), ident, tail, entry, src, sh))
 
@@ -82,12 +84,12 @@ def decode_records(nums: Sequence[int], blobs: Sequence[bytes | None], fingerpri
         if not blob:
             out[num] = None
             continue
-        version, perm, n_units, n_id, n_tail, n_in, n_src, n_sh = _HEADER.unpack_from(blob)
+        version, perm, n_units, n_id, n_tail, n_in, n_src, n_sh = HEADER.unpack_from(blob)
         if not ((version == VERSION and perm == num_perm) or (version == VERSION_HASHES and perm == 0)):
             raise ConfigError(f"document record {num} has version {version} and {perm} signature values; the "
                               f"index expects version {VERSION} and {num_perm} (or version {VERSION_HASHES}): "
                               "run `dedupd rebuild`")
-        at = _HEADER.size
+        at = HEADER.size
         raw = np.frombuffer(blob, dtype=_U32, count=perm, offset=at).astype(np.uint32) if perm else None
         at += 4 * perm
         fields = []
@@ -122,7 +124,7 @@ def decode_records(nums: Sequence[int], blobs: Sequence[bytes | None], fingerpri
 
 def record_doc_id(blob: bytes) -> str:
     """Only the id of a packed record."""
-    _, perm, _, n_id, *_ = _HEADER.unpack_from(blob)
-    at = _HEADER.size + 4 * perm
+    _, perm, _, n_id, *_ = HEADER.unpack_from(blob)
+    at = HEADER.size + 4 * perm
     return blob[at : at + n_id].decode()
 

@@ -80,6 +80,9 @@ class Settings(BaseSettings):
         None, ge=0, description="trim acknowledged input entries older than this (None: keep the input stream)"
     )
     heartbeat_ttl_s: int = Field(30, ge=2, description="liveness key TTL")
+    tombstone_ttl_s: int = Field(
+        7 * 86400, ge=60, description="how long a deleted document's tombstone keeps older entries from reviving it"
+    )
 
     # logging
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
@@ -153,6 +156,23 @@ class Settings(BaseSettings):
             lsh = LSHParams.choose(self.threshold, self.num_perm, self.fp_weight, self.fn_weight)
         return IndexSpec(self.shingle, self.num_perm, self.seed, lsh.bands, lsh.rows, self.minhash,
                          shard_bits_for(self.capacity), threshold=self.threshold, verify=self.verify)
+
+    def rebuild_target(self, stored: IndexSpec) -> IndexSpec:
+        """The spec a rebuild of ``stored`` builds: only the parameters set explicitly (flags, ``DEDUPD_*``,
+        the TOML file) change; bands x rows are chosen again when the threshold or num_perm changes and
+        they are not given."""
+        given = self.model_fields_set
+        direct = ("shingle", "num_perm", "seed", "minhash", "threshold", "verify")
+        changes: dict[str, Any] = {name: getattr(self, name) for name in direct if name in given}
+        if "capacity" in given:
+            changes["shard_bits"] = shard_bits_for(self.capacity)
+        if self.bands is not None and self.rows is not None:
+            changes["bands"], changes["rows"] = self.bands, self.rows
+        elif given & {"threshold", "num_perm", "fp_weight", "fn_weight"}:
+            lsh = LSHParams.choose(changes.get("threshold", stored.threshold), changes.get("num_perm", stored.num_perm),
+                                   self.fp_weight, self.fn_weight)
+            changes["bands"], changes["rows"] = lsh.bands, lsh.rows
+        return stored.with_changes(changes)
 
     def consumer_name(self) -> str:
         """The configured consumer name, or a unique one for this process."""

@@ -14,8 +14,8 @@ from typing import Any
 
 import redis
 
-from dedupd.daemon import GROUP
-from dedupd.keys import Keys
+from dedupd.keys import GROUP, Keys
+from dedupd.generations import Generations
 from dedupd.monitor import group_state, live_consumers
 
 COUNTERS = ("processed", "alerts", "dead")
@@ -64,6 +64,7 @@ class Stats:
     totals: dict[str, int] = field(default_factory=dict)
     throughput: dict[str, float] | None = None  # per second over ``interval_s``
     interval_s: float = 0.0
+    rebuild: dict[str, Any] | None = None  # an unfinished rebuild: its target, and who runs it (if anyone)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -108,20 +109,26 @@ def daemons(client: Any, keys: Keys) -> list[DaemonStats]:
     now = time.time()
     out = []
     for name, beat in live_consumers(client, keys).items():
-        pid = beat.get("pid")
-        out.append(DaemonStats(name=name, pid=int(pid) if pid is not None else None,
-                               processed=int(beat.get("processed", 0)), alerts=int(beat.get("alerts", 0)),
-                               dead=int(beat.get("dead", 0)), batches=int(beat.get("batches", 0)),
-                               heartbeat_age_s=max(0.0, now - float(beat.get("time", now)))))
+        out.append(DaemonStats(name=name, pid=beat.pid or None, processed=beat.processed, alerts=beat.alerts,
+                               dead=beat.dead, batches=beat.batches, heartbeat_age_s=max(0.0, now - beat.time)))
     return sorted(out, key=lambda d: d.name)
 
 
 def stored_spec(client: Any, keys: Keys) -> dict[str, Any] | None:
     """The parameters the index was built with, or None before the first daemon starts."""
-    from dedupd.index import Index
+    state = Generations(client, keys).read()
+    return asdict(state.spec) if state is not None else None
 
-    spec = Index.stored_spec(client, keys)
-    return asdict(spec) if spec is not None else None
+
+def rebuild_state(client: Any, keys: Keys) -> dict[str, Any] | None:
+    """An unfinished rebuild (generation, mode, changes, the running process if its lease lives), or None."""
+    gens = Generations(client, keys)
+    state = gens.read()
+    if state is None or state.next_spec is None:
+        return None
+    changes = {name: [old, new] for name, old, new in state.spec.differences(state.next_spec)}
+    return {"from_gen": state.gen, "to_gen": state.next_gen, "mode": state.next_mode, "changes": changes,
+            "running": gens.lease_owner()}
 
 
 def collect(client: Any, keys: Keys, interval: float = 0.0,
@@ -147,6 +154,7 @@ def collect(client: Any, keys: Keys, interval: float = 0.0,
         pipe.xlen(stream)
     docs_len, alerts_len, dead_len = (int(x) for x in pipe.execute())
     spec = stored_spec(client, keys)
+    rebuild = rebuild_state(client, keys)
     group_consumers = consumers(client, keys)
     live = daemons(client, keys)
     throughput = None
@@ -163,6 +171,7 @@ def collect(client: Any, keys: Keys, interval: float = 0.0,
         prefix=keys.prefix,
         documents=documents,
         spec=spec,
+        rebuild=rebuild,
         used_memory=memory[0] if memory is not None else None,
         memory_per_document=(max(0, memory[0] - memory[1]) / documents
                              if memory is not None and documents else None),
@@ -223,6 +232,7 @@ def render(stats: Stats) -> str:
     pairs = [
         ("documents indexed", f"{stats.documents:,}"),
         ("index", spec_text),
+        *([("rebuild", _rebuild_text(stats.rebuild))] if stats.rebuild else []),
         ("Redis memory", f"{human_bytes(stats.used_memory)} (whole server)"),
         ("memory per document", "n/a (no documents)" if stats.memory_per_document is None
          else f"{human_bytes(stats.memory_per_document)} (above the server's startup memory)"),
@@ -254,3 +264,14 @@ def render(stats: Stats) -> str:
     else:
         lines.append("live daemons: none heartbeating")
     return "\n".join(lines)
+
+
+def _rebuild_text(rebuild: dict[str, Any]) -> str:
+    changes = ", ".join(f"{k} {old} -> {new}" for k, (old, new) in rebuild["changes"].items())
+    head = f"generation {rebuild['from_gen']} -> {rebuild['to_gen']} ({rebuild['mode']}: {changes})"
+    if rebuild["running"]:
+        return f"{head}, running in {rebuild['running']}"
+    flags = " ".join(f"--{k.replace('_', '-')} {new}" for k, (_, new) in rebuild["changes"].items()
+                     if k in ("shingle", "num_perm", "seed", "minhash", "bands", "rows", "threshold", "verify"))
+    return (f"{head}, unfinished and not running: resume with `dedupd rebuild {flags}` (the same flags as "
+            "before), or run `dedupd rebuild --abort`")

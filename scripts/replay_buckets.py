@@ -42,7 +42,7 @@ for p in (str(SCRIPTS), str(REPO)):
 import corpora  # noqa: E402
 import quality  # noqa: E402
 
-from dedupd import index as index_module  # noqa: E402
+from dedupd import buckets as buckets_module  # noqa: E402
 from dedupd import lua  # noqa: E402
 
 
@@ -52,10 +52,10 @@ def record_calls(redis_server: str, corpus: Path, workdir: Path) -> list[tuple[l
     from dedupd.settings import load_settings
 
     calls: list[tuple[list[Any], list[Any]]] = []
-    original = index_module.Index._bucket_ops
+    original = buckets_module.SingleEncoding.calls
 
-    def spy(self: Any, writes: Any, with_records: bool) -> Any:
-        groups = original(self, writes, with_records)
+    def spy(self: Any, ops: Any, writes: Any, record_key: Any) -> Any:
+        groups = original(self, ops, writes, record_key)
         calls.extend(groups)
         return groups
 
@@ -72,7 +72,7 @@ def record_calls(redis_server: str, corpus: Path, workdir: Path) -> list[tuple[l
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        index_module.Index._bucket_ops = spy  # type: ignore[method-assign]
+        buckets_module.SingleEncoding.calls = spy  # type: ignore[method-assign]
         try:
             settings = load_settings(redis_url=url, metrics_port=0, consumer="replay", block_ms=50)
             daemon = Daemon(settings, client=redis.Redis.from_url(url))
@@ -80,7 +80,7 @@ def record_calls(redis_server: str, corpus: Path, workdir: Path) -> list[tuple[l
             while daemon.iteration() is not None:  # the only consumer: nothing read = all done
                 pass
         finally:
-            index_module.Index._bucket_ops = original  # type: ignore[method-assign]
+            buckets_module.SingleEncoding.calls = original  # type: ignore[method-assign]
     finally:
         proc.terminate()
         proc.wait()

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import redis
 
-from dedupd.index import Index
+from dedupd.gateway import Gateway
 from dedupd.keys import Keys
 from dedupd.monitor import group_state
 from dedupd.settings import load_settings
@@ -255,12 +255,12 @@ class Soak:
         good = [d for d in docs if not d["id"].startswith("bad")]
         last_entry = {doc: entry for entry, doc in self.inputs.items()}
         settings = load_settings(redis_url=self.url)
-        index = Index.open(client, self.keys, settings.index_spec(), settings.verify == "exact")
+        index = Gateway.open(client, self.keys, settings.index_spec())
         lost = 0
         ids = [d["id"] for d in good]
         for start in range(0, len(ids), 5000):
             part = ids[start : start + 5000]
-            nums = index.resolve_ids([(d, False) for d in part])
+            nums = index.nums_of(part)
             records = index.load_records([n for n in nums if n > 0])
             for doc, num in zip(part, nums, strict=True):
                 rec = records.get(num) if num > 0 else None

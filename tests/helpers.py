@@ -75,7 +75,7 @@ def handle_at_once(jobs: list[tuple[Daemon, list[Any]]]) -> None:
     all of them have read the index before any of them writes (later writes run freely)."""
     barrier = threading.Barrier(len(jobs))
     for daemon, _ in jobs:
-        real = daemon.index.apply
+        real = daemon.gateway.apply
         first = [True]
 
         def synced(writes, _real=real, _first=first):  # type: ignore[no-untyped-def]
@@ -83,7 +83,7 @@ def handle_at_once(jobs: list[tuple[Daemon, list[Any]]]) -> None:
                 barrier.wait(timeout=10)
             return _real(writes)
 
-        daemon.index.apply = synced  # type: ignore[method-assign]
+        daemon.gateway.apply = synced  # type: ignore[method-assign]
     threads = [threading.Thread(target=d.handle, args=(b, None)) for d, b in jobs]
     for t in threads:
         t.start()

@@ -16,7 +16,7 @@ from typing import Any
 import redis
 from helpers import alerts, text, variant
 
-from dedupd.index import Index
+from dedupd.gateway import Gateway
 from dedupd.keys import Keys
 from dedupd.settings import load_settings
 from dedupd.spec import IndexSpec
@@ -103,9 +103,9 @@ def check_indexed_once(r: redis.Redis, url: str, inputs: dict[str, str], prefix:
     assert int(r.get(keys.id_seq) or 0) == len(last_entry)  # no id was assigned twice
     settings = load_settings(redis_url=url, prefix=prefix)
     client = redis.Redis.from_url(url)
-    index = Index.open(client, keys, settings.index_spec(), store_shingles=settings.verify == "exact")
+    index = Gateway.open(client, keys, settings.index_spec())
     docs = list(last_entry)
-    nums = index.resolve_ids([(d, False) for d in docs])
+    nums = index.nums_of(docs)
     assert all(n > 0 for n in nums)
     records = index.load_records(nums)
     for doc, num in zip(docs, nums, strict=True):

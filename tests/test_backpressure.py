@@ -25,8 +25,7 @@ def test_trimming_keeps_every_entry_not_yet_processed(r: redis.Redis, redis_url:
     stuck = make_daemon(redis_url, consumer="stuck", batch_size=200)
     stuck._next_batch()  # entries 1000..1199 delivered, never acknowledged (a crashed consumer)
     push(r, [{"id": "late", "text": "pushed after the reads"}])  # 1200..1500 unread
-    done._last_trim = 0.0
-    done._trim()
+    done.stream.trim(0)
     left = [e.decode() for e, _ in r.xrange(Keys().docs)]
     assert len(left) < 1000  # acknowledged history went (in whole stream nodes: XTRIM MINID ~) ...
     assert left[-301:] == ids[1200:] + [left[-1]] and set(ids[1000:1200]) <= set(left)  # ... nothing else
@@ -44,8 +43,8 @@ def test_retention_keeps_recent_history(r: redis.Redis, redis_url: str) -> None:
     for retention in (3600, None):
         daemon = make_daemon(redis_url, batch_size=1000, docs_retention_s=retention)
         daemon.iteration()
-        daemon._last_trim = 0.0
-        daemon._trim()
+        daemon.trim.now()
+        daemon.iteration()  # trims when a retention is set (and nothing recent)
         assert r.xlen(Keys().docs) == 500
 
 

@@ -41,7 +41,7 @@ field_maps = st.one_of(known, known, arbitrary).filter(bool)
 
 def _snapshot(r: redis.Redis, daemon: Daemon, num: int) -> tuple[Any, ...]:
     """The sentinel's stored record (raw key dump, and as the index reads it) and its id mapping."""
-    rec = daemon.index.load_records([num])[num]
+    rec = daemon.gateway.load_records([num])[num]
     assert rec is not None
     fp = rec.fingerprint
     raw = r.dump(Keys().doc(num)) if hasattr(Keys, "doc") else None

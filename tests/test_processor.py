@@ -107,6 +107,8 @@ def test_redelivery_changes_nothing_and_alerts_once(r: redis.Redis, redis_url: s
 
 
 def test_stale_redelivery_does_not_overwrite_newer_version(r: redis.Redis, redis_url: str) -> None:
+    """The older entry is applied but not acknowledged (a crash), the newer one is applied after it; the
+    older one redelivered changes nothing."""
     rng = random.Random(7)
     v1, v2 = text(rng), text(rng)
     daemon = make_daemon(redis_url)
@@ -114,11 +116,32 @@ def test_stale_redelivery_does_not_overwrite_newer_version(r: redis.Redis, redis
     old_batch, _ = daemon._next_batch()
     push(r, [{"id": "d", "text": v2}])
     new_batch, _ = daemon._next_batch()
-    daemon.processor.process(new_batch)
-    daemon.processor.process(old_batch)  # the older entry arrives late
+    assert daemon.processor.process(old_batch).ack == [old_batch[0][0]]  # applied, never acknowledged
+    assert daemon.processor.process(new_batch).ack == [new_batch[0][0]]  # the older one is applied already
+    daemon.processor.process(old_batch)  # the older entry is redelivered late
     push(r, [{"id": "probe", "text": v2}])
     drain(daemon)
     assert [a["duplicate_of"] for a in alerts(r)] == ["d"]
+
+
+def test_newer_entry_waits_for_an_older_one_in_flight(r: redis.Redis, redis_url: str) -> None:
+    """The newer upsert reaches the processing first: it is deferred (not written, not acknowledged)
+    until the older one is applied, then it wins."""
+    rng = random.Random(8)
+    v1, v2 = text(rng), text(rng)
+    daemon = make_daemon(redis_url)
+    push(r, [{"id": "d", "text": v1}])
+    old_batch, _ = daemon._next_batch()
+    push(r, [{"id": "d", "text": v2}])
+    new_batch, _ = daemon._next_batch()
+    first = daemon.processor.process(new_batch)
+    assert first.deferred == [new_batch[0][0]] and first.ack == [] and first.processed == 0
+    assert not list(r.scan_iter(match=b"dedupd:doc:*"))  # nothing written yet
+    daemon.handle(old_batch, None)
+    daemon.handle(new_batch, None)
+    push(r, [{"id": "probe", "text": v2}, {"id": "probe1", "text": v1}])
+    drain(daemon)
+    assert [(a["id"], a["duplicate_of"]) for a in alerts(r)] == [("probe", "d")] and pending(r) == 0
 
 
 @pytest.mark.parametrize(
@@ -162,22 +185,22 @@ def test_processing_failure_is_retried_then_dead_lettered(r: redis.Redis, redis_
     """An entry that makes processing raise stays pending, is redelivered, and ends in the dead letters."""
     push(r, [{"id": "ok", "text": "fine text here"}, {"id": "boom", "text": "explodes"}])
     daemon = make_daemon(redis_url, max_deliveries=2, claim_idle_ms=100)
-    real = daemon.processor._process_unique
+    real = daemon.processor._process_run
 
     def flaky(entries, result):  # type: ignore[no-untyped-def]
         if any(e.doc_id == "boom" for e in entries):
             raise RuntimeError("bug")
         return real(entries, result)
 
-    monkeypatch.setattr(daemon.processor, "_process_unique", flaky)
-    daemon._last_claim = float("inf")  # no claim while draining: on a slow machine the first pass can outlast
+    monkeypatch.setattr(daemon.processor, "_process_run", flaky)
+    daemon.claim.last = float("inf")  # no claim while draining: on a slow machine the first pass can outlast
     drain(daemon)  # claim_idle_ms, and the entry would be claimed and dead-lettered before the check below
     assert pending(r) == 1 and dead(r) == []
     import time
 
     for _ in range(5):
         time.sleep(0.15)
-        daemon._last_claim = 0
+        daemon.claim.now()
         daemon.iteration()
     assert pending(r) == 0
     assert [x[b"error"] for x in dead(r)] in ([b"processing_failed"], [b"max_deliveries"])
@@ -225,7 +248,7 @@ def test_buckets_follow_upserts_and_deletes(r: redis.Redis, redis_url: str) -> N
     """Each live document sits in exactly `bands` buckets; replaced bands and deleted documents leave none."""
     rng = random.Random(8)
     daemon = make_daemon(redis_url)
-    bands = daemon.index.spec.bands
+    bands = daemon.gateway.spec.bands
     base = text(rng)
     push(r, [{"id": f"d{i}", "text": variant(rng, base, 3)} for i in range(6)])
     drain(daemon)
@@ -242,8 +265,9 @@ def test_buckets_follow_upserts_and_deletes(r: redis.Redis, redis_url: str) -> N
 
 @pytest.mark.parametrize("first", ["older", "newer"])
 def test_concurrent_upserts_of_one_id_converge(r: redis.Redis, redis_url: str, first: str) -> None:
-    """Two consumers read the same record and write at once: the one that comes second finds the record
-    changed, writes nothing, and redoes its entry; the later entry wins and only its buckets hold the doc."""
+    """Two consumers handle two upserts of one document at once, in either order: the newer entry waits
+    until the older one is applied (per-document order); the later entry wins and only its buckets hold the
+    doc."""
     import threading
 
     rng = random.Random(9)
@@ -257,7 +281,7 @@ def test_concurrent_upserts_of_one_id_converge(r: redis.Redis, redis_url: str, f
     order = [d1, d2] if first == "older" else [d2, d1]
     gate = threading.Event()
     for d in (d1, d2):
-        real = d.index.apply
+        real = d.gateway.apply
         calls = []
 
         def held(writes, _real=real, _d=d, _calls=calls):  # type: ignore[no-untyped-def]
@@ -271,17 +295,19 @@ def test_concurrent_upserts_of_one_id_converge(r: redis.Redis, redis_url: str, f
                 return out
             return _real(writes)
 
-        d.index.apply = held  # type: ignore[method-assign]
+        d.gateway.apply = held  # type: ignore[method-assign]
     threads = [threading.Thread(target=d.handle, args=(b, None)) for d, b in ((d1, older), (d2, newer))]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=30)
+    for d in (d1, d2):  # the newer entry waited for the older one: it goes in now
+        drain(d)
     assert pending(r) == 0
     num = int(r.hget(Keys().id_forward, "doc"))
-    stored = d1.index.load_records([num])[num]
+    stored = d1.gateway.load_records([num])[num]
     assert stored is not None and stored.entry_id == newer[0][0]
-    assert bucket_members(r) == {num: d1.index.spec.bands}
+    assert bucket_members(r) == {num: d1.gateway.spec.bands}
 
 
 def test_redelivery_after_a_crash_before_the_alert_still_alerts(r: redis.Redis, redis_url: str,

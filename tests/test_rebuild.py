@@ -15,7 +15,7 @@ from helpers import alerts, drain, make_daemon, pending, push, text, variant
 
 from dedupd.keys import Keys
 from dedupd.monitor import wait_drained
-from dedupd.rebuild import read_state
+from dedupd.generations import Generations
 
 DEDUPD = [sys.executable, "-m", "dedupd"]
 
@@ -46,7 +46,7 @@ def test_rebuild_rebands_in_process(r: redis.Redis, redis_url: str) -> None:
     drain(make_daemon(redis_url))
     res = run_rebuild(redis_url, "--bands", "16", "--rows", "8")
     assert res.returncode == 0, res.stderr
-    state = read_state(r, Keys())
+    state = Generations(r, Keys()).read()
     assert state is not None and (state.spec.bands, state.spec.rows, state.gen) == (16, 8, 1)
     assert state.next_gen is None
     assert not list(r.scan_iter(match=b"dedupd:b:0:*")) and not list(r.scan_iter(match=b"dedupd:doc:0:*"))
@@ -93,7 +93,7 @@ def test_rebuild_while_serving_and_pushing(r: redis.Redis, redis_url: str) -> No
         _, err = serve.communicate(timeout=30)
     assert serve.returncode == 0, err
     assert "following it" in err  # the daemon switched to the new generation by itself
-    state = read_state(r, Keys())
+    state = Generations(r, Keys()).read()
     assert state is not None and state.spec.shingle == "word:2" and state.next_gen is None
     got = found(r)
     expected = pairs | during_pairs | after_pairs | {("a0-again", "a0a"), ("a0-again", "a0b")}

@@ -50,8 +50,7 @@ def test_counts_after_processing(r: redis.Redis, redis_url: str) -> None:
     push(r, docs)
     daemon = make_daemon(redis_url, consumer="stats-probe", heartbeat_ttl_s=30)
     drain(daemon)
-    daemon._last_beat = 0.0  # refresh the heartbeat so it carries the totals
-    daemon._heartbeat()
+    daemon._heartbeat()  # refresh the heartbeat so it carries the totals
 
     s = collect(r, Keys())
     assert s.documents == 11 and s.stream_length == 12
@@ -60,7 +59,7 @@ def test_counts_after_processing(r: redis.Redis, redis_url: str) -> None:
     assert s.group and s.lag == 0 and s.pending == 0
     assert [c.name for c in s.consumers] == ["stats-probe"] and s.consumers[0].pending == 0
     assert [(d.name, d.processed, d.alerts, d.dead) for d in s.daemons] == [("stats-probe", 11, 3, 1)]
-    spec = daemon.index.spec
+    spec = daemon.gateway.spec
     assert s.spec is not None and (s.spec["bands"], s.spec["rows"], s.spec["num_perm"]) == (
         spec.bands, spec.rows, spec.num_perm)
     assert s.memory_per_document is not None and s.memory_per_document > 0

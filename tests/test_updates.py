@@ -17,7 +17,7 @@ from dedupd.keys import Keys
 def memberships(r: redis.Redis, daemon: Daemon) -> Counter[int]:
     """How many band buckets hold each integer id (sets of ids, or hashes of packed uint32 ids)."""
     out: Counter[int] = Counter()
-    for key in r.scan_iter(match=Keys().band_pattern(daemon.index.generation), count=1000):
+    for key in r.scan_iter(match=Keys().band_pattern(daemon.gateway.generation), count=1000):
         kind = r.type(key)
         if kind == b"set":
             out.update(int(x) for x in r.smembers(key))
@@ -28,7 +28,7 @@ def memberships(r: redis.Redis, daemon: Daemon) -> Counter[int]:
 
 
 def num_of(daemon: Daemon, doc_id: str) -> int:
-    return daemon.index.resolve_ids([(doc_id, False)])[0]
+    return int(daemon.client.hget(Keys().id_forward, doc_id) or 0)
 
 
 def test_append_updates_the_stored_signature_incrementally(r: redis.Redis, redis_url: str) -> None:
@@ -41,11 +41,11 @@ def test_append_updates_the_stored_signature_incrementally(r: redis.Redis, redis
     push(r, [{"id": "log", "op": "append", "text": parts[2]}])
     drain(daemon)
     num = num_of(daemon, "log")
-    stored = daemon.index.load_records([num])[num]
-    whole = daemon.index.fingerprinter.compute(["\n".join(parts)])[0]
+    stored = daemon.gateway.load_records([num])[num]
+    whole = daemon.gateway.fingerprinter.compute(["\n".join(parts)])[0]
     assert stored is not None
     assert np.array_equal(stored.fingerprint.signature, whole.signature)
-    assert memberships(r, daemon)[num] == daemon.index.spec.bands
+    assert memberships(r, daemon)[num] == daemon.gateway.spec.bands
     push(r, [{"id": "copy", "text": "\n".join(parts)}])
     drain(daemon)
     assert [(a["id"], a["duplicate_of"], a["similarity"]) for a in alerts(r)] == [("copy", "log", "1.0000")]
@@ -63,8 +63,8 @@ def test_append_to_unknown_id_indexes_it_and_delete_of_unknown_id_is_harmless(r:
     assert r.hget(Keys().id_forward, "nobody") is None
     assert [(a["id"], a["duplicate_of"]) for a in alerts(r)] == [("twin", "new")]
     counts = memberships(r, daemon)
-    assert counts[num_of(daemon, "new")] == counts[num_of(daemon, "twin")] == daemon.index.spec.bands
-    assert sum(counts.values()) == 2 * daemon.index.spec.bands  # the deleted version left nothing behind
+    assert counts[num_of(daemon, "new")] == counts[num_of(daemon, "twin")] == daemon.gateway.spec.bands
+    assert sum(counts.values()) == 2 * daemon.gateway.spec.bands  # the deleted version left nothing behind
 
 
 def test_concurrent_upserts_of_one_id_leave_a_consistent_index(r: redis.Redis, redis_url: str) -> None:
@@ -82,10 +82,10 @@ def test_concurrent_upserts_of_one_id_leave_a_consistent_index(r: redis.Redis, r
     handle_at_once([(d1, b1), (d2, b2)])  # both have read the stored record before either writes
     time.sleep(0.15)  # idle longer than claim_idle_ms
     for d in (d1, d2):  # an entry left pending because its document changed meanwhile is processed again
-        d._last_claim = 0.0
+        d.claim.now()
         drain(d)
     assert pending(r) == 0
     num = num_of(d1, "doc")
-    stored = d1.index.load_records([num])[num]
+    stored = d1.gateway.load_records([num])[num]
     assert stored is not None and stored.entry_id == b2[0][0]  # the later entry wins
-    assert memberships(r, d1)[num] == d1.index.spec.bands  # and only its bands hold the document
+    assert memberships(r, d1)[num] == d1.gateway.spec.bands  # and only its bands hold the document

@@ -1,0 +1,158 @@
+"""The bucket writes of a batch and their two encodings as BUCKETS script calls (lua.BUCKETS).
+
+A :class:`DocWrite` says what one document does to its record and its band buckets. On a single Redis the
+whole batch is one call that checks and writes the records too (:class:`SingleEncoding`); on a Redis
+Cluster the records live in other slots, so they are checked and written first (one RECORD_CAS each) and
+the buckets go as one call per slot (:class:`ClusterEncoding`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from dedupd.hashing import U64Array
+from dedupd.lua import Op
+
+_NO_BANDS = np.zeros(0, dtype=np.uint64)
+KeyCall = tuple[list[str], list[bytes | str]]  # (KEYS, ARGV) of one script call
+
+
+@dataclass(slots=True)
+class DocWrite:
+    """The index writes for one document of a batch."""
+
+    num: int
+    # band hashes of the buckets to leave / to join (and read): position = band; 0 = leave that band alone
+    remove: U64Array = field(default_factory=lambda: _NO_BANDS)
+    add: U64Array = field(default_factory=lambda: _NO_BANDS)
+    record: bytes | None = None  # packed record to store
+    delete: bool = False  # delete the record (a delete op)
+    expected: str | None = None  # the record's input entry id when read ('' = none); None = no check
+    rejoin: bool = False  # already applied (a redelivery): read only the documents that joined before it
+
+    @property
+    def check_op(self) -> Op:
+        """The record op: write, delete, or check only."""
+        if self.record is not None:
+            return Op.CHECK_WRITE
+        return Op.CHECK_DELETE if self.delete else Op.CHECK
+
+
+@dataclass(frozen=True, slots=True)
+class BucketOps:
+    """A batch's bucket changes, flattened in the script's order (one row per change)."""
+
+    codes: list[bytes]  # per write: its record op (if checked) and its bucket op codes, then END
+    names: list[str]  # distinct bucket hash names
+    name_of: npt.NDArray[np.int64]  # per change: index into names
+    fields: npt.NDArray[np.uint32]  # per change: the bucket's field (the band hash's low 32 bits)
+    ids: npt.NDArray[np.uint32]  # per change: the document's integer id
+    docs: npt.NDArray[np.int64]  # per change: the index of its write
+
+
+def bucket_ops(writes: Sequence[DocWrite], bands: int, shift: np.uint64, shard_bits: int,
+               names_of: Callable[[npt.NDArray[np.int64], npt.NDArray[np.int64]], list[str]],
+               with_checks: bool) -> BucketOps | None:
+    """Flatten the writes' bucket changes (leaves first, then joins, per document, in batch order).
+
+    Returns None when there is nothing to send.
+    """
+    n = len(writes)
+    table = np.zeros((n, 2 * bands), dtype=np.uint64)
+    keep = np.zeros((n, 2 * bands), dtype=bool)
+    codes: list[bytes] = []
+    for i, w in enumerate(writes):
+        if with_checks and w.expected is not None:
+            codes.append(w.check_op.value)
+        n_r = n_a = 0
+        if w.remove.size:
+            table[i, : w.remove.size] = w.remove
+            keep[i, : w.remove.size] = w.remove != 0
+            n_r = int(np.count_nonzero(keep[i, :bands]))
+        if w.add.size:
+            table[i, bands : bands + w.add.size] = w.add
+            keep[i, bands : bands + w.add.size] = True
+            n_a = w.add.size
+        codes.append(Op.LEAVE.value * n_r + (Op.REJOIN if w.rejoin else Op.JOIN).value * n_a + Op.END.value)
+    flat = keep.ravel()
+    if not flat.any() and not (with_checks and any(w.expected is not None for w in writes)):
+        return None
+    hashes = table.ravel()[flat]
+    band = np.tile(np.arange(2 * bands, dtype=np.int64) % bands, n)[flat]
+    docs = np.repeat(np.arange(n, dtype=np.int64), 2 * bands)[flat]
+    ids = np.fromiter((w.num for w in writes), dtype=np.uint32, count=n)[docs]
+    shard = (hashes >> shift).astype(np.int64) if shard_bits else np.zeros_like(band)
+    pair, inverse = np.unique((band << 21) | shard, return_inverse=True)
+    # the field is the band hash's low 32 bits (the key already holds its top shard_bits): two buckets of
+    # one hash share a field with probability ~entries/2**32, and then only add candidates
+    fields = (hashes & np.uint64(0xFFFFFFFF)).astype("<u4")
+    names = names_of(pair >> 21, pair & ((1 << 21) - 1))
+    return BucketOps(codes, names, inverse.astype(np.int64), fields, ids.astype("<u4"), docs)
+
+
+def _u32(values: npt.NDArray[np.integer] | Sequence[int]) -> bytes:
+    return np.asarray(values, dtype="<u4").tobytes()
+
+
+class SingleEncoding:
+    """Single Redis: one call for the batch; records checked and written in it, bucket hash names sent as
+    one string and their ends instead of thousands of KEYS."""
+
+    with_checks = True
+
+    def calls(self, ops: BucketOps, writes: Sequence[DocWrite], record_key: Callable[[int], str]) -> list[KeyCall]:
+        checks = [w for w in writes if w.expected is not None]
+        ends = np.zeros(len(ops.names) + 1, dtype="<u4")
+        np.cumsum([len(name) for name in ops.names], out=ends[1:])
+        args: list[bytes | str] = [b"".join(ops.codes), _u32(ops.name_of + 1), ops.fields.tobytes(),
+                                   ops.ids.tobytes(), _u32(np.arange(1, 1 + len(checks))), "".join(ops.names),
+                                   ends.tobytes()]
+        for w in checks:
+            args += [w.expected or "", w.record or b""]
+        return [([record_key(w.num) for w in checks], args)]
+
+
+class ClusterEncoding:
+    """Redis Cluster: one call per slot of bucket hashes; each call still closes every document (END per
+    write). The records are checked beforehand, one RECORD_CAS each (see :meth:`record_checks`)."""
+
+    with_checks = False
+
+    def __init__(self, keyslot: Callable[[str], int]) -> None:
+        self._keyslot = keyslot
+        self._slots: dict[str, int] = {}  # bucket hash name -> slot
+
+    def record_checks(self, writes: Sequence[DocWrite], record_key: Callable[[int], str]) -> list[KeyCall]:
+        """One RECORD_CAS call per checked write (a delete's record goes after its buckets are left)."""
+        out: list[KeyCall] = []
+        for w in writes:
+            if w.expected is None:
+                continue
+            op = w.check_op if w.check_op is not Op.CHECK_DELETE else Op.CHECK
+            out.append(([record_key(w.num)], [op.value, w.expected, w.record or b""]))
+        return out
+
+    def calls(self, ops: BucketOps, writes: Sequence[DocWrite], record_key: Callable[[int], str]) -> list[KeyCall]:
+        for name in ops.names:
+            if name not in self._slots:
+                self._slots[name] = self._keyslot(name)
+        slots = np.array([self._slots[name] for name in ops.names], dtype=np.int64)[ops.name_of]
+        codes = b"".join(ops.codes).replace(Op.END.value, b"")
+        out: list[KeyCall] = []
+        for slot in np.unique(slots).tolist():
+            sel = np.flatnonzero(slots == slot)
+            used, local = np.unique(ops.name_of[sel], return_inverse=True)
+            op_codes = bytearray()
+            prev = 0
+            for j, d in zip(sel.tolist(), ops.docs[sel].tolist(), strict=True):
+                op_codes += Op.END.value * (d - prev) + codes[j : j + 1]
+                prev = d
+            op_codes += Op.END.value * (len(writes) - prev)
+            out.append(([ops.names[u] for u in used.tolist()],
+                        [bytes(op_codes), _u32(local + 1), ops.fields[sel].tobytes(), ops.ids[sel].tobytes(),
+                         b"", b"", b""]))
+        return out

@@ -1,0 +1,251 @@
+"""The Redis gateway of one index generation: every exchange the batch pipeline has with Redis.
+
+Layout (see keys.py): each document has a record ``doc:<gen>:<n>``, one packed string (record.py: id,
+tail, unit count, the input entry id that last changed it — its version —, source, and the raw signature
+with the 32-bit shingle fingerprints, or a short document's 64-bit shingle hashes); each band bucket is a
+field of a small Redis hash ``b:<gen>:{<band>.<shard mod 16>}:<shard>`` (the shard: the band hash's top
+bits; the field: its low 32 bits) whose value is the packed uint32 ids of the documents in it. A batch is
+inserted and queried in one script call (lua.BUCKETS; buckets.py encodes it): for each document, in order,
+its record is checked and written and it joins each of its buckets, reading who is there, so a document
+sees every document inserted before it, including earlier ones of the same batch and ones a concurrent
+consumer inserted a moment before.
+
+Ids, tombstones and the union-find of clusters are shared by the generations; only the serving
+generation's gateway forgets ids and leaves tombstones.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dedupd import lua
+from dedupd.buckets import ClusterEncoding, DocWrite, KeyCall, SingleEncoding, bucket_ops
+from dedupd.connection import RedisClient, ScriptPipeline, is_cluster
+from dedupd.fingerprint import Fingerprinter
+from dedupd.keys import Keys, Meta
+from dedupd.planner import DocState
+from dedupd.record import Record, decode_records, record_doc_id
+from dedupd.spec import IndexSpec
+
+Emitted = tuple[str, list[Any]]  # (input entry id, field/value list) of one output entry
+
+
+def open_spec(client: RedisClient, keys: Keys, spec: IndexSpec) -> tuple[IndexSpec, int]:
+    """The serving spec and generation, creating the index with ``spec`` if there is none.
+
+    An index stored before threshold and verify were part of its spec adopts the requested ones.
+
+    Raises:
+        ParameterMismatchError: when the index has another spec (names the matching flags and `dedupd rebuild`).
+    """
+    client.hsetnx(keys.meta, Meta.SPEC, spec.to_json())
+    client.hsetnx(keys.meta, Meta.GEN, 0)
+    raw, gen = client.hmget(keys.meta, [Meta.SPEC, Meta.GEN])
+    assert raw is not None
+    if IndexSpec.lacks_verdict(raw):
+        client.hset(keys.meta, Meta.SPEC, IndexSpec.from_json(raw).with_changes(
+            {"threshold": spec.threshold, "verify": spec.verify}).to_json())
+        raw = client.hget(keys.meta, Meta.SPEC)
+        assert raw is not None
+    spec.require_same(IndexSpec.from_json(raw), keys.prefix)
+    return spec, int(gen or 0)
+
+
+class Gateway:
+    """Redis operations on one generation of one index (one prefix)."""
+
+    def __init__(self, client: RedisClient, keys: Keys, spec: IndexSpec, generation: int, serving: bool = True,
+                 tombstone_ttl_s: int = 7 * 86400) -> None:
+        self.client = client
+        self.keys = keys
+        self.spec = spec
+        self.generation = generation
+        self.serving = serving  # a generation being built by a rebuild never forgets ids nor emits
+        self.tombstone_ttl_s = tombstone_ttl_s
+        self.fingerprinter = Fingerprinter(spec, keep_shingles=spec.store_shingles)
+        self.cluster = is_cluster(client)
+        self.encoding = ClusterEncoding(lambda name: int(client.keyslot(name))) if self.cluster else SingleEncoding()
+        reg = client.register_script
+        self._resolve, self._forget = reg(lua.RESOLVE_IDS), reg(lua.FORGET_IDS)
+        self._buckets, self._cas, self._versions = reg(lua.BUCKETS), reg(lua.RECORD_CAS), reg(lua.VERSIONS)
+        self._emit, self._union = reg(lua.EMIT_MANY), reg(lua.UNION_FIND)
+        self._shift = np.uint64(64 - spec.shard_bits)
+        self._key_table: npt.NDArray[np.object_] | None = None
+        self._key_cache: dict[tuple[int, int], str] = {}
+
+    @classmethod
+    def open(cls, client: RedisClient, keys: Keys, spec: IndexSpec, tombstone_ttl_s: int = 7 * 86400) -> Gateway:
+        """The serving generation's gateway (see :func:`open_spec`, which may raise)."""
+        spec, gen = open_spec(client, keys, spec)
+        return cls(client, keys, spec, gen, tombstone_ttl_s=tombstone_ttl_s)
+
+    def nums_of(self, doc_ids: Sequence[str]) -> list[int]:
+        """The integer id of each document id (0 = unknown); creates none."""
+        if not doc_ids:
+            return []
+        return [int(n) if n else 0 for n in self.client.hmget(self.keys.id_forward, list(doc_ids))]
+
+    def record_key(self, num: int) -> str:
+        return self.keys.doc(num, self.generation)
+
+    # ----- reading the state of a run's documents -----
+    def states(self, requests: Sequence[tuple[str, bool, str]], inflight: bool) -> list[DocState]:
+        """The stored state of each (doc id, create, entry id): its integer id (created for ``create``
+        unless a newer delete's tombstone says no), record, tombstone and in-flight entries."""
+        if not requests:
+            return []
+        args: list[str] = []
+        for doc_id, create, entry_id in requests:
+            args += ["a" if create else "g", doc_id, entry_id]
+        pipe = ScriptPipeline(self.client)
+        pipe.script(self._resolve, [self.keys.id_forward, self.keys.id_seq, self.keys.tombstones], args)
+        if inflight:
+            pipe.pipe.hmget(self.keys.inflight, [doc_id for doc_id, _, _ in requests])
+        replies = pipe.execute()
+        resolved = replies[0]
+        flights: list[Any] = replies[1] if inflight else [None] * len(requests)
+        nums = [int(resolved[2 * i]) for i in range(len(requests))]
+        records = self.load_records(n for n in nums if n > 0)
+        out = []
+        for i, num in enumerate(nums):
+            tomb = resolved[2 * i + 1]
+            flight = flights[i]
+            out.append(DocState(abs(num), records.get(num) if num > 0 else None,
+                                tomb.decode() if tomb else None,
+                                tuple(flight.decode().split()) if flight else ()))
+        return out
+
+    def load_records(self, nums: Iterable[int]) -> dict[int, Record | None]:
+        """Fetch document records in one pipelined exchange."""
+        wanted = list(dict.fromkeys(nums))
+        if not wanted:
+            return {}
+        names = [self.record_key(n) for n in wanted]
+        pipe = self.client.pipeline(transaction=False)
+        if self.cluster:  # records live in many slots: one GET each, pipelined per node
+            for name in names:
+                pipe.get(name)
+            blobs = pipe.execute()
+        else:  # one MGET per 1,000 records (a pipeline of GETs costs ~10 us of Python per record)
+            for i in range(0, len(names), 1000):
+                pipe.mget(names[i : i + 1000])
+            blobs = [b for part in pipe.execute() for b in part]
+        return decode_records(wanted, blobs, self.fingerprinter)
+
+    def versions(self, nums: Sequence[int]) -> dict[int, str]:
+        """Each record's version (its input entry id; '' when there is no record), without the records."""
+        pipe = ScriptPipeline(self.client)
+        step = 1 if self.cluster else 1000
+        for i in range(0, len(nums), step):
+            pipe.script(self._versions, [self.record_key(n) for n in nums[i : i + step]], [])
+        found = [v for part in (pipe.execute() if nums else []) for v in part]
+        return {n: v.decode() if isinstance(v, bytes) else str(v) for n, v in zip(nums, found, strict=True)}
+
+    # ----- writing -----
+    def apply(self, writes: Sequence[DocWrite]) -> list[set[int] | None]:
+        """Apply the writes of a batch: records and buckets of every document, in batch order.
+
+        On a single Redis this is one script call, atomic: a document whose record changed since it was
+        read (another consumer got there first) is left untouched. On a Redis Cluster the records are
+        checked and written first (one script per record), then the buckets of the documents that passed.
+
+        Returns:
+            For each write, the integer ids found in the buckets it joined (itself excluded), or None
+            when its record had changed (process that entry again).
+        """
+        passed = [True] * len(writes)
+        if isinstance(self.encoding, ClusterEncoding):
+            passed = self._check_records(self.encoding.record_checks(writes, self.record_key), writes)
+            writes = [w if ok else DocWrite(w.num) for w, ok in zip(writes, passed, strict=True)]
+        ops = bucket_ops(writes, self.spec.bands, self._shift, self.spec.shard_bits, self._names,
+                         self.encoding.with_checks)
+        calls = self.encoding.calls(ops, writes, self.record_key) if ops is not None else []
+        pipe = ScriptPipeline(self.client)
+        for keys, args in calls:
+            pipe.script(self._buckets, keys, args)
+        replies = pipe.execute() if calls else []
+        found: list[set[int] | None] = []
+        for i, w in enumerate(writes):
+            parts = [group[i] for group in replies]
+            if b"!" in parts or not passed[i]:
+                found.append(None)
+                continue
+            packed = b"".join(parts)
+            ids = set(np.frombuffer(packed, dtype="<u4").tolist()) if packed else set()
+            ids.discard(w.num)
+            found.append(ids)
+        if self.cluster:  # a deleted record goes after its buckets are left
+            done = [w for w, f in zip(writes, found, strict=True) if w.delete and f is not None]
+            if done:
+                self.client.delete(*[self.record_key(w.num) for w in done])
+        return found
+
+    def _check_records(self, calls: list[KeyCall], writes: Sequence[DocWrite]) -> list[bool]:
+        pipe = ScriptPipeline(self.client)
+        for keys, args in calls:
+            pipe.script(self._cas, keys, args)
+        ok = iter(bool(x) for x in (pipe.execute() if calls else []))
+        return [next(ok) if w.expected is not None else True for w in writes]
+
+    def forget(self, deleted: Sequence[tuple[str, int, str]]) -> None:
+        """Deleted documents (doc id, integer id or 0, the delete's entry id): forget their ids and leave
+        tombstones (serving generation only: a rebuild's generation shares the ids)."""
+        if not deleted or not self.serving:
+            return
+        args: list[Any] = [int(time.time() * 1000), self.tombstone_ttl_s * 1000]
+        for doc_id, num, entry_id in deleted:
+            args += [doc_id, num, entry_id]
+        keys = [self.keys.id_forward, self.keys.tombstones, self.keys.tombstone_expiry]
+        pipe = ScriptPipeline(self.client)
+        pipe.script(self._forget, keys, args)
+        pipe.execute()
+
+    # ----- outputs -----
+    def emit(self, pipe: ScriptPipeline, stream: str, retention: int, ttl_s: int, entries: Sequence[Emitted]) -> None:
+        """Queue one call appending each (input entry id, field/value list) to ``stream`` once per entry id."""
+        if not entries:
+            return
+        args: list[Any] = [int(time.time() * 1000), retention, ttl_s * 1000]
+        for marker, pairs in entries:
+            args += [marker, len(pairs) // 2, *pairs]
+        pipe.script(self._emit, [stream, self.keys.seen(stream)], args)
+
+    def union(self, groups: Sequence[tuple[int, Sequence[int]]]) -> list[int]:
+        """Union each document with its matches (union-find in Redis); the root of each group."""
+        args: list[int] = []
+        for num, matches in groups:
+            args += [num, len(matches), *matches]
+        return [int(x) for x in self._union(keys=[self.keys.uf_parent], args=args)]
+
+    def cluster_names(self, roots: list[int], known: dict[int, str]) -> list[str]:
+        """A cluster is named by its root (oldest) document's id; ``#n`` if that document is gone."""
+        missing = [n for n in dict.fromkeys(roots) if n not in known]
+        if missing:
+            pipe = self.client.pipeline(transaction=False)
+            for n in missing:
+                pipe.get(self.record_key(n))
+            for n, blob in zip(missing, pipe.execute(), strict=True):
+                known[n] = record_doc_id(blob) if blob else f"#{n}"
+        return [known[n] for n in roots]
+
+    # ----- key names -----
+    def _names(self, band_of: npt.NDArray[np.int64], shard_of: npt.NDArray[np.int64]) -> list[str]:
+        """Bucket hash key names (from a table made once when it is small enough, else a cache)."""
+        per_band = 1 << self.spec.shard_bits
+        if self._key_table is None and self.spec.bands * per_band <= 1 << 21:
+            self._key_table = np.array([self.keys.buckets(self.generation, b, sh) for b in range(self.spec.bands)
+                                        for sh in range(per_band)], dtype=object)
+        if self._key_table is not None:
+            return self._key_table[band_of * per_band + shard_of].tolist()  # type: ignore[no-any-return]
+        out = []
+        for b, sh in zip(band_of.tolist(), shard_of.tolist(), strict=True):
+            key = self._key_cache.get((b, sh))
+            if key is None:
+                key = self._key_cache[(b, sh)] = self.keys.buckets(self.generation, b, sh)
+            out.append(key)
+        return out

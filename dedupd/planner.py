@@ -1,0 +1,162 @@
+"""What each entry of a batch does to its document (pure: no Redis).
+
+The gateway reads the stored state of a run's documents (:class:`DocState`: record, tombstone, entries in
+flight); :func:`decide` says, per entry, whether it applies, was applied already, is superseded, or must
+wait; :func:`plan` turns that into :class:`Step` s, and :func:`doc_write` turns a step and its fingerprints
+into the :class:`~dedupd.buckets.DocWrite` that the gateway sends.
+
+Per-document order: the final state of a document is what its entries give applied in stream order,
+whichever consumer processes which entry and in whatever order they finish. The mechanism:
+
+- every document's state carries a *version*: the stream id of the last entry applied to it (the record's
+  input entry id, or the tombstone a delete leaves for ``tombstone_ttl_s``);
+- an entry not newer than the version was applied already (a redelivery) or superseded: it changes nothing;
+- an entry newer than the version waits (:attr:`Action.DEFER`) while an older entry of the same document
+  is in flight (delivered to the consumer group, not yet acknowledged) and newer than the version, i.e. not
+  yet applied. Entries are registered as in flight atomically with their delivery (lua.READ_NEW), and
+  delivery follows stream order, so no older entry can appear after the check.
+
+Example: ``upsert X`` (1-0) is held by a consumer that dies; another consumer reads ``append X`` (2-0):
+
+>>> from dedupd.entries import Entry, Op
+>>> append = Entry("2-0", Op.APPEND, "X", "B", None, None, None)
+>>> decide(append, DocState(num=1, record=None, tombstone=None, inflight=("1-0", "2-0")))
+<Action.DEFER: 'defer'>
+>>> decide(append, DocState(num=1, record=None, tombstone=None, inflight=("2-0",)))
+<Action.APPLY: 'apply'>
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+
+from dedupd.buckets import DocWrite
+from dedupd.entries import Entry, Op
+from dedupd.fingerprint import AppendTo, Fingerprint
+from dedupd.hashing import U64Array
+from dedupd.record import Record, encode_record
+
+
+def sid(entry_id: str) -> tuple[int, int]:
+    """Sortable form of a stream entry id ``ms-seq``."""
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+class Action(StrEnum):
+    """What an entry does to its document."""
+
+    APPLY = "apply"  # change the document as the entry says
+    REJOIN = "rejoin"  # applied already and the document lives: its buckets are re-joined, its alert re-made
+    SKIP = "skip"  # applied already or superseded, nothing to redo (a delete, or a deleted document)
+    DEFER = "defer"  # an older entry of the document is in flight and not applied yet: wait for it
+
+
+@dataclass(frozen=True, slots=True)
+class DocState:
+    """What the gateway read of one document."""
+
+    num: int  # integer id (0: none, and none created)
+    record: Record | None  # the live record
+    tombstone: str | None  # the entry id of the delete that last removed it, while its tombstone lasts
+    inflight: tuple[str, ...] = ()  # its entries delivered to the group and not yet acknowledged
+
+    @property
+    def version(self) -> str | None:
+        """The stream id of the newest entry applied to the document, if known."""
+        known = [v for v in (self.record.entry_id if self.record else None, self.tombstone) if v]
+        return max(known, key=sid) if known else None
+
+
+def decide(entry: Entry, state: DocState) -> Action:
+    """What ``entry`` does, given its document's stored state (see the module docstring)."""
+    version = state.version
+    t = sid(entry.entry_id)
+    if version is not None and t <= sid(version):
+        live = state.record is not None and entry.op is not Op.DELETE
+        return Action.REJOIN if live else Action.SKIP
+    floor = sid(version) if version is not None else (-1, -1)
+    if any(floor < sid(o) < t for o in state.inflight):
+        return Action.DEFER
+    return Action.APPLY
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One entry of a run and what it does."""
+
+    entry: Entry
+    action: Action
+    num: int
+    old: Record | None  # the live record as read
+
+    @property
+    def expected(self) -> str:
+        """The record's version as read ('' = none): the compare-and-set of the write."""
+        return self.old.entry_id if self.old is not None else ""
+
+    @property
+    def request(self) -> str | AppendTo | None:
+        """What to fingerprint: the text, the stored document and the chunk of an append, or nothing."""
+        e = self.entry
+        if self.action is not Action.APPLY or e.op is Op.DELETE:
+            return None
+        assert e.text is not None
+        return AppendTo(self.old.fingerprint, e.text) if e.op is Op.APPEND and self.old is not None else e.text
+
+    @property
+    def writes(self) -> bool:
+        """Whether the step changes or re-joins the index."""
+        return self.action in (Action.APPLY, Action.REJOIN) and self.num > 0
+
+
+def plan(entries: Sequence[Entry], states: Sequence[DocState]) -> list[Step]:
+    """The steps of a run of entries with distinct document ids, given their documents' states."""
+    return [Step(e, decide(e, s), s.num, s.record) for e, s in zip(entries, states, strict=True)]
+
+
+def doc_write(step: Step, new: Fingerprint | None, old_bands: U64Array, new_bands: U64Array,
+              store_shingles: bool) -> DocWrite:
+    """The index writes of one step.
+
+    Args:
+        step: a step that writes (APPLY or REJOIN with an integer id).
+        new: the document's fingerprint after the step (None for a delete).
+        old_bands: the band hashes of the stored record (empty if none or empty).
+        new_bands: the band hashes of ``new`` (empty if none or empty).
+        store_shingles: whether records keep the shingle fingerprints.
+    """
+    w = DocWrite(step.num, expected=step.expected)
+    if new is None:  # a delete: leave every bucket, delete the record
+        w.remove, w.delete = old_bands, True
+        return w
+    w.add = new_bands
+    w.rejoin = step.action is Action.REJOIN
+    # leave only the buckets that change (0 = leave that band alone)
+    w.remove = old_bands if old_bands.size != new_bands.size else np.where(old_bands != new_bands, old_bands, 0)
+    if step.action is Action.APPLY:
+        e = step.entry
+        w.record = encode_record(e.doc_id, new, e.entry_id, e.source, store_shingles)
+    return w
+
+
+def matches_of(candidates: Sequence[tuple[str, float, int]], threshold: float) -> list[tuple[str, float, int]]:
+    """Verified matches (id, similarity, integer id) at or above the threshold, best first (ties by id)."""
+    return sorted((m for m in candidates if m[1] >= threshold), key=lambda m: (-m[1], m[0]))
+
+
+def unique_runs(entries: Sequence[Entry]) -> list[list[Entry]]:
+    """Split into consecutive runs in which no document id repeats (order kept)."""
+    runs: list[list[Entry]] = [[]]
+    seen: set[str] = set()
+    for e in entries:
+        if e.doc_id in seen:
+            runs.append([])
+            seen = set()
+        runs[-1].append(e)
+        seen.add(e.doc_id)
+    return [r for r in runs if r]

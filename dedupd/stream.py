@@ -1,0 +1,174 @@
+"""A daemon's side of the input stream: reading (with the in-flight registry), recovering, claiming,
+acknowledging and trimming, in the consumer group ``keys.GROUP``.
+
+New entries are read by a script (lua.READ_NEW) that records each one as in flight for its document in the
+same atomic step, and acknowledged by one (lua.ACK) that removes them again: the planner lets an entry wait
+while an older entry of its document is in flight (per-document order). Recovered entries (own pending
+ones after a restart or a Redis error, idle ones claimed from other consumers with ``XAUTOCLAIM ... JUSTID``,
+which does not count a delivery) are read from the consumer's own pending list from a cursor.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import redis
+
+from dedupd import lua
+from dedupd.connection import RedisClient
+from dedupd.keys import GROUP, Keys
+from dedupd.planner import sid
+
+log = logging.getLogger(__name__)
+
+RawEntry = tuple[str, dict[bytes, bytes]]
+
+
+def _text(raw: Any) -> str:
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+
+def ensure_group(client: RedisClient, keys: Keys, group: str = GROUP, start: str = "0") -> bool:
+    """Create the consumer group (from ``start``: the beginning of the stream by default, so nothing pushed
+    earlier is missed). Returns True when it was created now."""
+    try:
+        client.xgroup_create(keys.docs, group, id=start, mkstream=True)
+        return True
+    except redis.ResponseError as exc:
+        if "BUSYGROUP" not in str(exc):
+            raise
+        return False
+
+
+def trim_floor(client: RedisClient, stream: str) -> tuple[int, int] | None:
+    """The lowest entry id that some consumer group of ``stream`` still needs, or None (no group).
+
+    Entries below it have been delivered to every group (id <= its last-delivered-id) and are not
+    pending in any, i.e. every group has acknowledged them; ``XTRIM MINID`` at this id loses nothing.
+    A rebuild's replay is a group of its own, so its unread entries are kept too.
+    """
+    floor: tuple[int, int] | None = None
+    for g in client.xinfo_groups(stream):
+        ms, seq = sid(_text(g["last-delivered-id"]))
+        need = (ms, seq + 1)
+        if int(g["pending"]):
+            oldest = client.xpending(stream, g["name"])["min"]
+            if oldest is not None:
+                need = min(need, sid(_text(oldest)))
+        floor = need if floor is None else min(floor, need)
+    return floor
+
+
+def doc_field(fields: dict[bytes, bytes], max_id_bytes: int) -> bytes:
+    """The raw ``id`` field under which lua.READ_NEW registered an entry (b'' when it registered none)."""
+    doc = fields.get(b"id", b"")
+    return doc if 0 < len(doc) <= max_id_bytes else b""
+
+
+def _entries(raw: Any) -> list[RawEntry]:
+    """Entries as a script returns them (id, flat field list) or as redis-py parses them (id, dict)."""
+    out: list[RawEntry] = []
+    for entry_id, fields in raw or []:
+        if fields is None:  # deleted from the stream while pending
+            continue
+        if isinstance(fields, list):
+            fields = dict(zip(fields[::2], fields[1::2], strict=True))
+        out.append((_text(entry_id), dict(fields)))
+    return out
+
+
+class ConsumerStream:
+    """One consumer's operations on the input stream."""
+
+    def __init__(self, client: RedisClient, keys: Keys, consumer: str, max_id_bytes: int) -> None:
+        self.client = client
+        self.keys = keys
+        self.consumer = consumer
+        self.max_id_bytes = max_id_bytes
+        self._read = client.register_script(lua.READ_NEW)
+        self._ack = client.register_script(lua.ACK)
+        self._prune = client.register_script(lua.PRUNE_INFLIGHT)
+
+    @property
+    def _stream_keys(self) -> list[str]:
+        return [self.keys.docs, self.keys.inflight]
+
+    def read_new(self, count: int, block_ms: int) -> list[RawEntry]:
+        """Up to ``count`` new entries, registered as in flight; waits up to ``block_ms`` for the first."""
+        args = [GROUP, self.consumer, count, self.max_id_bytes]
+        reply = self._read(keys=self._stream_keys, args=args)
+        if isinstance(reply, list):
+            return _entries(reply)
+        # nothing new: wait for an entry after the stream's last id (a plain read, no delivery), then read it
+        if not self.client.xread({self.keys.docs: _text(reply)}, count=1, block=block_ms):
+            return []
+        return _entries(self._read(keys=self._stream_keys, args=args))
+
+    def read_own(self, after: str, count: int) -> tuple[list[RawEntry], list[str]]:
+        """Own pending entries after ``after`` (one delivery more each), and the ids of pending entries
+        that were deleted from the stream meanwhile."""
+        reply = self.client.xreadgroup(GROUP, self.consumer, {self.keys.docs: after}, count=count)
+        raw = reply[0][1] if reply else []
+        gone = [_text(entry_id) for entry_id, fields in raw if fields is None]
+        return _entries(raw), gone
+
+    def autoclaim(self, idle_ms: int, cursor: str, count: int) -> tuple[list[str], str]:
+        """Take over entries idle for ``idle_ms`` without counting a delivery; returns them and the next cursor."""
+        claimed = [_text(x) for x in self.client.xautoclaim(self.keys.docs, GROUP, self.consumer, idle_ms, cursor,
+                                                              count=count, justid=True)]
+        if len(claimed) < count:
+            return claimed, "0-0"
+        return claimed, claimed[-1]
+
+    def touch(self, entry_ids: list[str]) -> None:
+        """Reset the idle time of entries this consumer holds (deferred ones), so nobody claims them."""
+        if entry_ids:
+            self.client.xclaim(self.keys.docs, GROUP, self.consumer, 0, entry_ids, justid=True)
+
+    def ack(self, entries: list[tuple[str, bytes]]) -> None:
+        """Acknowledge (entry id, raw id field) pairs and take them out of the in-flight registry, atomically."""
+        if not entries:
+            return
+        args: list[Any] = [GROUP]
+        for entry_id, doc in entries:
+            args += [entry_id, doc]
+        self._ack(keys=self._stream_keys, args=args)
+
+    def prune(self, blockers: list[tuple[str, str]]) -> int:
+        """Unregister (entry id, doc id) pairs no longer pending in the group (deleted, or acknowledged by a
+        process that does not keep the registry). Returns how many were removed."""
+        if not blockers:
+            return 0
+        args: list[Any] = [GROUP]
+        for entry_id, doc in blockers:
+            args += [entry_id, doc]
+        return int(self._prune(keys=self._stream_keys, args=args))
+
+    def inflight(self, doc_ids: list[str]) -> list[tuple[str, ...]]:
+        """The registered in-flight entries of each document."""
+        if not doc_ids:
+            return []
+        return [tuple(_text(v).split()) if v else () for v in self.client.hmget(self.keys.inflight, doc_ids)]
+
+    def delivery_counts(self, entry_ids: list[str]) -> dict[str, int]:
+        """How many times each of these pending entries was delivered."""
+        lo, hi = min(entry_ids, key=sid), max(entry_ids, key=sid)
+        pending = self.client.xpending_range(self.keys.docs, GROUP, min=lo, max=hi, count=len(entry_ids) * 4 + 16)
+        wanted = set(entry_ids)
+        out: dict[str, int] = {}
+        for p in pending:
+            mid = _text(p["message_id"])
+            if mid in wanted:
+                out[mid] = int(p["times_delivered"])
+        return out
+
+    def trim(self, retention_s: int) -> None:
+        """Trim acknowledged input older than ``retention_s`` (never below what a group still needs)."""
+        floor = trim_floor(self.client, self.keys.docs)
+        if floor is None:
+            return
+        minid = min(floor, (int(time.time() * 1000) - retention_s * 1000, 0))
+        if minid[0] > 0:
+            self.client.xtrim(self.keys.docs, minid=f"{minid[0]}-{minid[1]}", approximate=True)
