@@ -36,14 +36,14 @@ from dedupd.planner import sid
 from dedupd.processor import BatchResult, Processor, RawEntry
 from dedupd.settings import Settings
 from dedupd.spec import IndexSpec
-from dedupd.stream import ConsumerStream, doc_field, ensure_group
+from dedupd.stream import ConsumerStream, ensure_group
 
 log = logging.getLogger(__name__)
 
 _MAX_BACKOFF_S = 5.0
 _POLL_S = 0.1  # how often the meta hash (generation, pause) is read
 _TRIM_EVERY_S = 0.2
-_PRUNE_AFTER_S = 2.0  # a deferred entry waiting this long has its blockers checked (still pending?)
+_RECONCILE_S = 2.0  # while entries wait and nothing is read: how often the in-flight registry is reconciled
 _DEFERRED_BLOCK_MS = 50
 # Errors that say nothing about the entries of a batch: never a reason to fail or dead-letter an entry.
 _NOT_THE_ENTRY = (*RETRYABLE, redis.exceptions.NoPermissionError)
@@ -86,11 +86,10 @@ class Daemon:
         self._claimed: deque[str] = deque()  # claimed entry ids, read one at a time
         self._claim_cursor = "0-0"
         self.deferred: dict[str, RawEntry] = {}
-        self._deferred_since: dict[str, float] = {}
         self.paused_for: int | None = None
         self.poll, self.beat = Every(_POLL_S), Every(max(1.0, settings.heartbeat_ttl_s / 3))
         self.claim, self.trim = Every(settings.claim_idle_ms / 2000), Every(_TRIM_EVERY_S)
-        self.touch, self.prune = Every(settings.claim_idle_ms / 3000), Every(_PRUNE_AFTER_S)
+        self.touch, self.reconcile = Every(settings.claim_idle_ms / 3000), Every(_RECONCILE_S)
         self.totals = {"processed": 0, "alerts": 0, "dead": 0, "batches": 0}
         self.metrics = Metrics()
         ensure_group(self.client, self.keys)
@@ -180,9 +179,7 @@ class Daemon:
             log.exception("batch of %d entries failed; retrying them one by one", len(batch))
             result = self._one_by_one(batch, deliveries)
         self._keep_deferred(batch, result)
-        fields = dict(batch)
-        self.stream.ack([(entry_id, doc_field(fields[entry_id], self.settings.max_id_bytes))
-                         for entry_id in result.ack])
+        self.stream.ack(result.ack)
         for name, value in (("processed", result.processed), ("alerts", len(result.alerts)), ("dead", result.dead),
                             ("batches", 1)):
             self.totals[name] += value
@@ -209,33 +206,21 @@ class Daemon:
     def _keep_deferred(self, batch: list[RawEntry], result: BatchResult) -> None:
         """Remember the entries that wait for an older entry of their document; forget the others."""
         waiting = set(result.deferred)
-        now = time.monotonic()
         for entry_id, fields in batch:
             if entry_id in waiting:
                 self.deferred[entry_id] = (entry_id, fields)
-                self._deferred_since.setdefault(entry_id, now)
             else:
                 self.deferred.pop(entry_id, None)
-                self._deferred_since.pop(entry_id, None)
 
     def _tend_deferred(self) -> None:
-        """Keep deferred entries from being claimed (reset their idle time), and unregister blockers that are
-        no longer pending (deleted from the stream, or acknowledged by an older dedupd)."""
+        """Keep deferred entries from being claimed (reset their idle time); while they wait and nothing new
+        is read, keep the in-flight registry in step with the pending entries (a read does it otherwise)."""
         if not self.deferred:
             return
         if self.touch.due():
             self.stream.touch(list(self.deferred))
-        if not self.prune.due():
-            return
-        old = time.monotonic() - _PRUNE_AFTER_S
-        docs = {doc_field(f, self.settings.max_id_bytes).decode("utf-8", "replace"): entry_id
-                for entry_id, f in self.deferred.values() if self._deferred_since.get(entry_id, 0) < old}
-        docs.pop("", None)
-        names = list(docs)
-        blockers = [(o, doc) for doc, flight in zip(names, self.stream.inflight(names), strict=True)
-                    for o in flight if sid(o) < sid(docs[doc]) and o not in self.deferred]
-        if blockers and self.stream.prune(blockers):
-            log.warning("removed in-flight records of entries no longer pending (deleted from the stream?)")
+        if self.reconcile.due() and self.stream.reconcile():
+            log.info("in-flight records reconciled with the pending entries (read or acknowledged by another client)")
 
     def _follow(self) -> None:
         """Follow a rebuild: switch to a new serving generation, and pause while a switch asks for it."""
@@ -283,7 +268,7 @@ class Daemon:
             entries, gone = self.stream.read_own(self._recover_from, 1)
             for entry_id in gone:
                 log.warning("pending entry %s was deleted from the stream; acknowledging it", entry_id)
-            self.stream.ack([(entry_id, b"") for entry_id in gone])
+            self.stream.ack(gone)
             if entries:
                 self._recover_from = entries[0][0]
                 if entries[0][0] not in self.deferred:

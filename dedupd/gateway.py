@@ -56,6 +56,14 @@ def open_spec(client: RedisClient, keys: Keys, spec: IndexSpec) -> tuple[IndexSp
     return spec, int(gen or 0)
 
 
+def _tombstone(raw: bytes | None) -> tuple[str | None, int]:
+    """A tombstone '<version> <n>' as (version, the integer id it had); (None, 0) when there is none."""
+    if not raw:
+        return None, 0
+    version, _, num = raw.decode().partition(" ")
+    return version, int(num or 0)
+
+
 class Gateway:
     """Redis operations on one generation of one index (one prefix)."""
 
@@ -110,13 +118,13 @@ class Gateway:
         resolved = replies[0]
         flights: list[Any] = replies[1] if inflight else [None] * len(requests)
         nums = [int(resolved[2 * i]) for i in range(len(requests))]
+        tombs = [_tombstone(resolved[2 * i + 1]) for i in range(len(requests))]
+        # a forgotten id's record is found through its tombstone (another generation may still hold it)
+        nums = [n if n else t[1] for n, t in zip(nums, tombs, strict=True)]
         records = self.load_records(n for n in nums if n > 0)
         out = []
-        for i, num in enumerate(nums):
-            tomb = resolved[2 * i + 1]
-            flight = flights[i]
-            out.append(DocState(abs(num), records.get(num) if num > 0 else None,
-                                tomb.decode() if tomb else None,
+        for num, (tomb, _), flight in zip(nums, tombs, flights, strict=True):
+            out.append(DocState(abs(num), records.get(num) if num > 0 else None, tomb,
                                 tuple(flight.decode().split()) if flight else ()))
         return out
 

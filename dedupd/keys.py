@@ -91,6 +91,12 @@ class Keys:
         document is in flight and not yet applied (per-document order)."""
         return f"{{{self.docs}}}:inflight"
 
+    @property
+    def inflight_entries(self) -> str:
+        """Hash in the input stream's slot: entry id -> its document id ('' when it has no acceptable id),
+        for every entry in :attr:`inflight` (its size is compared with the group's pending count)."""
+        return f"{{{self.docs}}}:inflight:e"
+
     def seen(self, stream: str) -> str:
         """Sorted set of input entry ids already emitted to ``stream`` (same slot as the stream)."""
         return f"{{{stream}}}:seen"

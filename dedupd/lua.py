@@ -30,7 +30,7 @@ def _byte(op: Op) -> int:
 # Stream ids 'ms-seq' compared in Lua (ms < 2**53 is exact in a Lua number).
 _STREAM_ID = """
 local function sid(s)
-  local ms, seq = string.match(s, '^(%d+)-(%d+)$')
+  local ms, seq = string.match(s, '^(%d+)-(%d+)')  -- a tombstone is 'ms-seq n'
   return tonumber(ms or 0), tonumber(seq or 0)
 end
 local function newer(a, b)  -- a > b
@@ -43,7 +43,7 @@ end
 
 # KEYS: fwd, seq, tombstones.  ARGV: triples (mode, id, entry id), mode "a" = get or assign, "g" = get only.
 # Returns per id: n (existing), -n (newly assigned), 0 (unknown: get only, or a tombstone at least as new as
-# the entry), then the id's tombstone version ('' = none). A deleted id is not re-created by an entry older
+# the entry), then the id's tombstone ('<version> <n>', '' = none). A deleted id is not re-created by an entry older
 # than its delete.
 RESOLVE_IDS = (
     _STREAM_ID
@@ -69,8 +69,8 @@ return out
 )
 
 # KEYS: fwd, tombstones, tombstone expiry.  ARGV: now_ms, ttl_ms, then triples (id, n, delete's entry id).
-# Forgets id -> n (only if it still maps to n) and leaves a tombstone (the delete's entry id) that expires
-# after ttl_ms; expired tombstones are removed, at most 256 a call.
+# Forgets id -> n (only if it still maps to n) and leaves a tombstone ('<the delete's entry id> <n>') that
+# expires after ttl_ms; expired tombstones are removed, at most 256 a call.
 FORGET_IDS = (
     _STREAM_ID
     + """
@@ -80,7 +80,7 @@ for i = 3, #ARGV, 3 do
   if n ~= '0' and redis.call('HGET', KEYS[1], id) == n then redis.call('HDEL', KEYS[1], id) end
   local tomb = redis.call('HGET', KEYS[2], id)
   if (not tomb) or newer(entry, tomb) then
-    redis.call('HSET', KEYS[2], id, entry)
+    redis.call('HSET', KEYS[2], id, entry .. ' ' .. n)
     redis.call('ZADD', KEYS[3], now + ttl, id)
   end
 end
@@ -302,25 +302,77 @@ end
 return n
 """
 
-# Removing one entry id from a document's in-flight list (a Lua helper of the scripts below).
-_UNREGISTER = """
-local function unregister(key, doc, eid)
-  local have = redis.call('HGET', key, doc)
+# The in-flight registry (KEYS[2]: document id -> its in-flight entry ids, space-separated, oldest first;
+# KEYS[3]: entry id -> its document id, '' for an entry without an acceptable id): Lua helpers of the
+# scripts below.
+_REGISTRY = """
+local function register(eid, doc)
+  redis.call('HSET', KEYS[3], eid, doc)
+  if doc == '' then return end
+  local have = redis.call('HGET', KEYS[2], doc)
+  redis.call('HSET', KEYS[2], doc, have and (have .. ' ' .. eid) or eid)
+end
+local function unregister(eid)
+  local doc = redis.call('HGET', KEYS[3], eid)
+  if not doc then return end
+  redis.call('HDEL', KEYS[3], eid)
+  if doc == '' then return end
+  local have = redis.call('HGET', KEYS[2], doc)
   if not have then return end
   local rest = {}
   for x in string.gmatch(have, '%S+') do if x ~= eid then rest[#rest + 1] = x end end
-  if #rest == 0 then redis.call('HDEL', key, doc) else redis.call('HSET', key, doc, table.concat(rest, ' ')) end
+  if #rest == 0 then redis.call('HDEL', KEYS[2], doc) else redis.call('HSET', KEYS[2], doc, table.concat(rest, ' ')) end
+end
+local function doc_of(fields, maxid)
+  for i = 1, #fields, 2 do
+    if fields[i] == 'id' then
+      local doc = fields[i + 1]
+      if #doc > 0 and #doc <= maxid then return doc end
+      return ''
+    end
+  end
+  return ''
+end
+-- Make the registry hold exactly the group's pending entries (at most `limit` of them are looked at): entries
+-- delivered by a plain XREADGROUP (another client, an older dedupd) are registered, entries acknowledged or
+-- deleted behind its back are dropped. Cheap when it already does (one XPENDING summary and one HLEN).
+local function reconcile(group, maxid, limit)
+  local summary = redis.call('XPENDING', KEYS[1], group)
+  if tonumber(summary[1]) == redis.call('HLEN', KEYS[3]) then return 0 end
+  local pending, seen, n = redis.call('XPENDING', KEYS[1], group, '-', '+', limit), {}, 0
+  for _, p in ipairs(pending) do
+    local eid = p[1]
+    seen[eid] = true
+    if redis.call('HEXISTS', KEYS[3], eid) == 0 then
+      local got = redis.call('XRANGE', KEYS[1], eid, eid)
+      register(eid, got[1] and doc_of(got[1][2], maxid) or '')
+      n = n + 1
+    end
+  end
+  if #pending < limit then
+    local all = redis.call('HKEYS', KEYS[3])
+    for _, eid in ipairs(all) do
+      if not seen[eid] then unregister(eid); n = n + 1 end
+    end
+  end
+  return n
 end
 """
 
-# KEYS: the input stream, its in-flight hash.  ARGV: group, consumer, count, the longest accepted id.
-# Reads new entries for the consumer (XREADGROUP '>') and, in the same atomic step, records each entry as
-# in flight for its document (the value of its 'id' field, when it has an acceptable one), so that no
-# consumer can apply a later entry of a document before this one. Returns the entries as XREADGROUP does,
-# or, when there is none, the stream's last id (to block on with XREAD from there).
-READ_NEW = """
+# KEYS: the input stream, its in-flight hash, its in-flight entries hash.  ARGV: group, consumer, count, the
+# longest accepted id, the most pending entries a reconciliation looks at.
+# Reads new entries for the consumer (XREADGROUP '>') and, in the same atomic step, records each one as in
+# flight for its document (the value of its 'id' field), so that no consumer can apply a later entry of a
+# document before this one; then makes sure every entry pending in the group is recorded (reconcile).
+# Returns the entries as XREADGROUP does, or, when there is none, the stream's last id (to block on with
+# XREAD from there).
+READ_NEW = (
+    _REGISTRY
+    + """
+local maxid = tonumber(ARGV[4])
 local reply = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', ARGV[3], 'STREAMS', KEYS[1], '>')
 if not reply then
+  reconcile(ARGV[1], maxid, tonumber(ARGV[5]))
   local info = redis.call('XINFO', 'STREAM', KEYS[1])
   for i = 1, #info, 2 do
     if info[i] == 'last-generated-id' then return info[i + 1] end
@@ -328,56 +380,32 @@ if not reply then
   return '0-0'
 end
 local entries = reply[1][2]
-local maxid = tonumber(ARGV[4])
-for _, e in ipairs(entries) do
-  local f = e[2]
-  for i = 1, #f, 2 do
-    if f[i] == 'id' then
-      local doc = f[i + 1]
-      if #doc > 0 and #doc <= maxid then
-        local have = redis.call('HGET', KEYS[2], doc)
-        redis.call('HSET', KEYS[2], doc, have and (have .. ' ' .. e[1]) or e[1])
-      end
-      break
-    end
-  end
-end
+for _, e in ipairs(entries) do register(e[1], doc_of(e[2], maxid)) end
+reconcile(ARGV[1], maxid, tonumber(ARGV[5]))
 return entries
 """
+)
 
-# KEYS: the input stream, its in-flight hash.  ARGV: group, then pairs (entry id, its document id or '').
-# Acknowledges the entries and removes them from their documents' in-flight lists, atomically.
+# KEYS: the input stream, its in-flight hash, its in-flight entries hash.  ARGV: group, then entry ids.
+# Acknowledges the entries and removes them from the registry, atomically.
 ACK = (
-    _UNREGISTER
+    _REGISTRY
     + """
-local ids = {}
-for i = 2, #ARGV, 2 do
-  ids[#ids + 1] = ARGV[i]
-  if ARGV[i + 1] ~= '' then unregister(KEYS[2], ARGV[i + 1], ARGV[i]) end
-end
-for i = 1, #ids, 1000 do redis.call('XACK', KEYS[1], ARGV[1], unpack(ids, i, math.min(i + 999, #ids))) end
-return #ids
+for i = 2, #ARGV do unregister(ARGV[i]) end
+for i = 2, #ARGV, 1000 do redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, i, math.min(i + 999, #ARGV))) end
+return #ARGV - 1
 """
 )
 
-# KEYS: the input stream, its in-flight hash.  ARGV: group, then pairs (entry id, document id).
-# Removes from the in-flight lists the entries that are no longer pending in the group (deleted from the
-# stream, or acknowledged by a process that did not know of the list). Returns how many were removed.
-PRUNE_INFLIGHT = (
-    _UNREGISTER
+# KEYS: the input stream, its in-flight hash, its in-flight entries hash.  ARGV: group, the longest accepted
+# id, the most pending entries to look at. Reconciles the registry with the pending entries (see above);
+# returns how many records it added or removed.
+RECONCILE = (
+    _REGISTRY
     + """
-local n = 0
-for i = 2, #ARGV, 2 do
-  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
-  if #p == 0 then
-    unregister(KEYS[2], ARGV[i + 1], ARGV[i])
-    n = n + 1
-  end
-end
-return n
+return reconcile(ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))
 """
 )
-
 
 def _meta_scripts() -> tuple[str, str, str, str, str]:
     """The rebuild protocol on the meta hash (KEYS[1]), the rebuild lease (KEYS[2]) and the pause key

@@ -66,6 +66,18 @@ class DocState:
     inflight: tuple[str, ...] = ()  # its entries delivered to the group and not yet acknowledged
 
     @property
+    def stale(self) -> bool:
+        """The record is older than the delete that removed the document: a generation being rebuilt holds
+        what the serving one deleted (the delete is still to be replayed into it)."""
+        return (self.record is not None and self.tombstone is not None
+                and sid(self.record.entry_id) < sid(self.tombstone))
+
+    @property
+    def live(self) -> Record | None:
+        """The record, unless it is stale."""
+        return None if self.stale else self.record
+
+    @property
     def version(self) -> str | None:
         """The stream id of the newest entry applied to the document, if known."""
         known = [v for v in (self.record.entry_id if self.record else None, self.tombstone) if v]
@@ -74,10 +86,12 @@ class DocState:
 
 def decide(entry: Entry, state: DocState) -> Action:
     """What ``entry`` does, given its document's stored state (see the module docstring)."""
+    if entry.op is Op.DELETE and state.stale:
+        return Action.APPLY  # the delete of this generation's stale record
     version = state.version
     t = sid(entry.entry_id)
     if version is not None and t <= sid(version):
-        live = state.record is not None and entry.op is not Op.DELETE
+        live = state.live is not None and entry.op is not Op.DELETE
         return Action.REJOIN if live else Action.SKIP
     floor = sid(version) if version is not None else (-1, -1)
     if any(floor < sid(o) < t for o in state.inflight):
@@ -92,7 +106,8 @@ class Step:
     entry: Entry
     action: Action
     num: int
-    old: Record | None  # the live record as read
+    old: Record | None  # the record as read
+    live: bool = True  # whether it is the document (not a stale record a delete will remove)
 
     @property
     def expected(self) -> str:
@@ -106,7 +121,9 @@ class Step:
         if self.action is not Action.APPLY or e.op is Op.DELETE:
             return None
         assert e.text is not None
-        return AppendTo(self.old.fingerprint, e.text) if e.op is Op.APPEND and self.old is not None else e.text
+        if e.op is Op.APPEND and self.old is not None and self.live:
+            return AppendTo(self.old.fingerprint, e.text)
+        return e.text
 
     @property
     def writes(self) -> bool:
@@ -116,7 +133,7 @@ class Step:
 
 def plan(entries: Sequence[Entry], states: Sequence[DocState]) -> list[Step]:
     """The steps of a run of entries with distinct document ids, given their documents' states."""
-    return [Step(e, decide(e, s), s.num, s.record) for e, s in zip(entries, states, strict=True)]
+    return [Step(e, decide(e, s), s.num, s.record, not s.stale) for e, s in zip(entries, states, strict=True)]
 
 
 def doc_write(step: Step, new: Fingerprint | None, old_bands: U64Array, new_bands: U64Array,

@@ -24,6 +24,7 @@ from dedupd.planner import sid
 log = logging.getLogger(__name__)
 
 RawEntry = tuple[str, dict[bytes, bytes]]
+RECONCILE_LIMIT = 10_000  # pending entries a reconciliation of the in-flight registry looks at
 
 
 def _text(raw: Any) -> str:
@@ -61,12 +62,6 @@ def trim_floor(client: RedisClient, stream: str) -> tuple[int, int] | None:
     return floor
 
 
-def doc_field(fields: dict[bytes, bytes], max_id_bytes: int) -> bytes:
-    """The raw ``id`` field under which lua.READ_NEW registered an entry (b'' when it registered none)."""
-    doc = fields.get(b"id", b"")
-    return doc if 0 < len(doc) <= max_id_bytes else b""
-
-
 def _entries(raw: Any) -> list[RawEntry]:
     """Entries as a script returns them (id, flat field list) or as redis-py parses them (id, dict)."""
     out: list[RawEntry] = []
@@ -89,15 +84,15 @@ class ConsumerStream:
         self.max_id_bytes = max_id_bytes
         self._read = client.register_script(lua.READ_NEW)
         self._ack = client.register_script(lua.ACK)
-        self._prune = client.register_script(lua.PRUNE_INFLIGHT)
+        self._reconcile = client.register_script(lua.RECONCILE)
 
     @property
     def _stream_keys(self) -> list[str]:
-        return [self.keys.docs, self.keys.inflight]
+        return [self.keys.docs, self.keys.inflight, self.keys.inflight_entries]
 
     def read_new(self, count: int, block_ms: int) -> list[RawEntry]:
         """Up to ``count`` new entries, registered as in flight; waits up to ``block_ms`` for the first."""
-        args = [GROUP, self.consumer, count, self.max_id_bytes]
+        args = [GROUP, self.consumer, count, self.max_id_bytes, RECONCILE_LIMIT]
         reply = self._read(keys=self._stream_keys, args=args)
         if isinstance(reply, list):
             return _entries(reply)
@@ -127,24 +122,15 @@ class ConsumerStream:
         if entry_ids:
             self.client.xclaim(self.keys.docs, GROUP, self.consumer, 0, entry_ids, justid=True)
 
-    def ack(self, entries: list[tuple[str, bytes]]) -> None:
-        """Acknowledge (entry id, raw id field) pairs and take them out of the in-flight registry, atomically."""
-        if not entries:
-            return
-        args: list[Any] = [GROUP]
-        for entry_id, doc in entries:
-            args += [entry_id, doc]
-        self._ack(keys=self._stream_keys, args=args)
+    def ack(self, entry_ids: list[str]) -> None:
+        """Acknowledge entries and take them out of the in-flight registry, atomically."""
+        if entry_ids:
+            self._ack(keys=self._stream_keys, args=[GROUP, *entry_ids])
 
-    def prune(self, blockers: list[tuple[str, str]]) -> int:
-        """Unregister (entry id, doc id) pairs no longer pending in the group (deleted, or acknowledged by a
-        process that does not keep the registry). Returns how many were removed."""
-        if not blockers:
-            return 0
-        args: list[Any] = [GROUP]
-        for entry_id, doc in blockers:
-            args += [entry_id, doc]
-        return int(self._prune(keys=self._stream_keys, args=args))
+    def reconcile(self) -> int:
+        """Make the in-flight registry hold exactly the group's pending entries (entries read or acknowledged
+        by other clients); returns how many records changed. lua.READ_NEW does it with every read."""
+        return int(self._reconcile(keys=self._stream_keys, args=[GROUP, self.max_id_bytes, RECONCILE_LIMIT]))
 
     def inflight(self, doc_ids: list[str]) -> list[tuple[str, ...]]:
         """The registered in-flight entries of each document."""

@@ -73,15 +73,19 @@ def test_append_and_delete_processed_before_the_upsert_they_follow(r: redis.Redi
 
     daemon = procs.serve(DEDUPD_CLAIM_IDLE_MS="1000")
 
-    def later_entries_done() -> bool:
-        info = r.xpending(DOCS, GROUP)
+    held_since: list[float] = []
+
+    def later_entries_tried() -> bool:
+        """The daemon has read the append and the delete, and had a second to process them (before the fix it
+        applied them at once; now they wait for the ghost's upserts)."""
         groups = {g["name"]: g for g in r.xinfo_groups(DOCS)}
         delivered_all = groups[b"dedupd"]["last-delivered-id"] == r.xinfo_stream(DOCS)["last-generated-id"]
-        owners = {c["name"]: int(c["pending"]) for c in info["consumers"]}
-        return delivered_all and info["pending"] == 2 and owners == {b"ghost": 2}
+        if delivered_all and not held_since:
+            held_since.append(time.monotonic())
+        return bool(held_since) and time.monotonic() - held_since[0] > 1.0
 
-    # the append and the delete are processed (acknowledged) while the ghost still holds the upserts
-    _hold_then_release(r, "ghost", [up_x, up_y], later_entries_done, 30)
+    # the append and the delete reach the daemon while the ghost still holds the upserts
+    _hold_then_release(r, "ghost", [up_x, up_y], later_entries_tried, 30)
     # then the ghost's entries go idle: the daemon claims them after claim_idle_ms
     wait_drained(r, 30, daemon)
     assert "claimed" in daemon.stderr

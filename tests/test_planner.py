@@ -43,10 +43,21 @@ def state(version: int | None = None, tomb: int | None = None, inflight: tuple[i
         (entry(5, Op.DELETE), state(version=2, inflight=(4, 5, 8)), Action.DEFER),
         (entry(5), state(version=2, inflight=(5, 8)), Action.APPLY),  # only older entries hold it back
         (entry(5), state(tomb=4, inflight=(3, 5)), Action.APPLY),  # 3 was applied before the delete at 4
+        # a generation being rebuilt holds a record (version 2) the serving one deleted at 6
+        (entry(6, Op.DELETE), state(version=2, tomb=6), Action.APPLY),  # the replayed delete removes it
+        (entry(4), state(version=2, tomb=6), Action.SKIP),  # an upsert older than the delete does not revive it
+        (entry(8, Op.APPEND), state(version=2, tomb=6), Action.APPLY),  # re-created after the delete
     ],
 )
 def test_decide(e: Entry, s: DocState, want: Action) -> None:
     assert decide(e, s) is want
+
+
+def test_append_after_a_delete_starts_afresh() -> None:
+    """An append to a stale record (deleted in the serving generation) re-creates the document from its
+    chunk alone, as an append to a deleted document does."""
+    steps = plan([entry(8, Op.APPEND, "chunk")], [state(version=2, tomb=6)])
+    assert steps[0].request == "chunk" and not steps[0].live
 
 
 def test_step_request_and_runs() -> None:
