@@ -54,9 +54,14 @@ class BucketOps:
     docs: npt.NDArray[np.int64]  # per change: the index of its write
 
 
-def bucket_ops(writes: Sequence[DocWrite], bands: int, shift: np.uint64, shard_bits: int,
-               names_of: Callable[[npt.NDArray[np.int64], npt.NDArray[np.int64]], list[str]],
-               with_checks: bool) -> BucketOps | None:
+def bucket_ops(
+    writes: Sequence[DocWrite],
+    bands: int,
+    shift: np.uint64,
+    shard_bits: int,
+    names_of: Callable[[npt.NDArray[np.int64], npt.NDArray[np.int64]], list[str]],
+    with_checks: bool,
+) -> BucketOps | None:
     """Flatten the writes' bucket changes (leaves first, then joins, per document, in batch order).
 
     Returns None when there is nothing to send.
@@ -104,13 +109,21 @@ class SingleEncoding:
 
     with_checks = True
 
-    def calls(self, ops: BucketOps, writes: Sequence[DocWrite], record_key: Callable[[int], str]) -> list[KeyCall]:
+    def calls(
+        self, ops: BucketOps, writes: Sequence[DocWrite], record_key: Callable[[int], str]
+    ) -> list[KeyCall]:
         checks = [w for w in writes if w.expected is not None]
         ends = np.zeros(len(ops.names) + 1, dtype="<u4")
         np.cumsum([len(name) for name in ops.names], out=ends[1:])
-        args: list[bytes | str] = [b"".join(ops.codes), _u32(ops.name_of + 1), ops.fields.tobytes(),
-                                   ops.ids.tobytes(), _u32(np.arange(1, 1 + len(checks))), "".join(ops.names),
-                                   ends.tobytes()]
+        args: list[bytes | str] = [
+            b"".join(ops.codes),
+            _u32(ops.name_of + 1),
+            ops.fields.tobytes(),
+            ops.ids.tobytes(),
+            _u32(np.arange(1, 1 + len(checks))),
+            "".join(ops.names),
+            ends.tobytes(),
+        ]
         for w in checks:
             args += [w.expected or "", w.record or b""]
         return [([record_key(w.num) for w in checks], args)]
@@ -136,7 +149,9 @@ class ClusterEncoding:
             out.append(([record_key(w.num)], [op.value, w.expected, w.record or b""]))
         return out
 
-    def calls(self, ops: BucketOps, writes: Sequence[DocWrite], record_key: Callable[[int], str]) -> list[KeyCall]:
+    def calls(
+        self, ops: BucketOps, writes: Sequence[DocWrite], record_key: Callable[[int], str]
+    ) -> list[KeyCall]:
         for name in ops.names:
             if name not in self._slots:
                 self._slots[name] = self._keyslot(name)
@@ -152,7 +167,18 @@ class ClusterEncoding:
                 op_codes += Op.END.value * (d - prev) + codes[j : j + 1]
                 prev = d
             op_codes += Op.END.value * (len(writes) - prev)
-            out.append(([ops.names[u] for u in used.tolist()],
-                        [bytes(op_codes), _u32(local + 1), ops.fields[sel].tobytes(), ops.ids[sel].tobytes(),
-                         b"", b"", b""]))
+            out.append(
+                (
+                    [ops.names[u] for u in used.tolist()],
+                    [
+                        bytes(op_codes),
+                        _u32(local + 1),
+                        ops.fields[sel].tobytes(),
+                        ops.ids[sel].tobytes(),
+                        b"",
+                        b"",
+                        b"",
+                    ],
+                )
+            )
         return out

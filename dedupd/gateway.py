@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
+from redis.cluster import RedisCluster
 
 from dedupd import lua
 from dedupd.buckets import ClusterEncoding, DocWrite, KeyCall, SingleEncoding, bucket_ops
@@ -48,8 +49,13 @@ def open_spec(client: RedisClient, keys: Keys, spec: IndexSpec) -> tuple[IndexSp
     raw, gen = client.hmget(keys.meta, [Meta.SPEC, Meta.GEN])
     assert raw is not None
     if IndexSpec.lacks_verdict(raw):
-        client.hset(keys.meta, Meta.SPEC, IndexSpec.from_json(raw).with_changes(
-            {"threshold": spec.threshold, "verify": spec.verify}).to_json())
+        client.hset(
+            keys.meta,
+            Meta.SPEC,
+            IndexSpec.from_json(raw)
+            .with_changes({"threshold": spec.threshold, "verify": spec.verify})
+            .to_json(),
+        )
         raw = client.hget(keys.meta, Meta.SPEC)
         assert raw is not None
     spec.require_same(IndexSpec.from_json(raw), keys.prefix)
@@ -67,8 +73,15 @@ def _tombstone(raw: bytes | None) -> tuple[str | None, int]:
 class Gateway:
     """Redis operations on one generation of one index (one prefix)."""
 
-    def __init__(self, client: RedisClient, keys: Keys, spec: IndexSpec, generation: int, serving: bool = True,
-                 tombstone_ttl_s: int = 7 * 86400) -> None:
+    def __init__(
+        self,
+        client: RedisClient,
+        keys: Keys,
+        spec: IndexSpec,
+        generation: int,
+        serving: bool = True,
+        tombstone_ttl_s: int = 7 * 86400,
+    ) -> None:
         self.client = client
         self.keys = keys
         self.spec = spec
@@ -77,7 +90,7 @@ class Gateway:
         self.tombstone_ttl_s = tombstone_ttl_s
         self.fingerprinter = Fingerprinter(spec, keep_shingles=spec.store_shingles)
         self.cluster = is_cluster(client)
-        self.encoding = ClusterEncoding(lambda name: int(client.keyslot(name))) if self.cluster else SingleEncoding()
+        self.encoding = ClusterEncoding(self._keyslot) if self.cluster else SingleEncoding()
         reg = client.register_script
         self._resolve, self._forget = reg(lua.RESOLVE_IDS), reg(lua.FORGET_IDS)
         self._buckets, self._cas, self._versions = reg(lua.BUCKETS), reg(lua.RECORD_CAS), reg(lua.VERSIONS)
@@ -87,7 +100,9 @@ class Gateway:
         self._key_cache: dict[tuple[int, int], str] = {}
 
     @classmethod
-    def open(cls, client: RedisClient, keys: Keys, spec: IndexSpec, tombstone_ttl_s: int = 7 * 86400) -> Gateway:
+    def open(
+        cls, client: RedisClient, keys: Keys, spec: IndexSpec, tombstone_ttl_s: int = 7 * 86400
+    ) -> Gateway:
         """The serving generation's gateway (see :func:`open_spec`, which may raise)."""
         spec, gen = open_spec(client, keys, spec)
         return cls(client, keys, spec, gen, tombstone_ttl_s=tombstone_ttl_s)
@@ -97,6 +112,9 @@ class Gateway:
         if not doc_ids:
             return []
         return [int(n) if n else 0 for n in self.client.hmget(self.keys.id_forward, list(doc_ids))]
+
+    def _keyslot(self, name: str) -> int:
+        return int(cast(RedisCluster, self.client).keyslot(name))
 
     def record_key(self, num: int) -> str:
         return self.keys.doc(num, self.generation)
@@ -124,8 +142,14 @@ class Gateway:
         records = self.load_records(n for n in nums if n > 0)
         out = []
         for num, (tomb, _), flight in zip(nums, tombs, flights, strict=True):
-            out.append(DocState(abs(num), records.get(num) if num > 0 else None, tomb,
-                                tuple(flight.decode().split()) if flight else ()))
+            out.append(
+                DocState(
+                    abs(num),
+                    records.get(num) if num > 0 else None,
+                    tomb,
+                    tuple(flight.decode().split()) if flight else (),
+                )
+            )
         return out
 
     def load_records(self, nums: Iterable[int]) -> dict[int, Record | None]:
@@ -170,8 +194,9 @@ class Gateway:
         if isinstance(self.encoding, ClusterEncoding):
             passed = self._check_records(self.encoding.record_checks(writes, self.record_key), writes)
             writes = [w if ok else DocWrite(w.num) for w, ok in zip(writes, passed, strict=True)]
-        ops = bucket_ops(writes, self.spec.bands, self._shift, self.spec.shard_bits, self._names,
-                         self.encoding.with_checks)
+        ops = bucket_ops(
+            writes, self.spec.bands, self._shift, self.spec.shard_bits, self._names, self.encoding.with_checks
+        )
         calls = self.encoding.calls(ops, writes, self.record_key) if ops is not None else []
         pipe = ScriptPipeline(self.client)
         for keys, args in calls:
@@ -214,7 +239,9 @@ class Gateway:
         pipe.execute()
 
     # ----- outputs -----
-    def emit(self, pipe: ScriptPipeline, stream: str, retention: int, ttl_s: int, entries: Sequence[Emitted]) -> None:
+    def emit(
+        self, pipe: ScriptPipeline, stream: str, retention: int, ttl_s: int, entries: Sequence[Emitted]
+    ) -> None:
         """Queue one call appending each (input entry id, field/value list) to ``stream`` once per entry id."""
         if not entries:
             return
@@ -246,8 +273,14 @@ class Gateway:
         """Bucket hash key names (from a table made once when it is small enough, else a cache)."""
         per_band = 1 << self.spec.shard_bits
         if self._key_table is None and self.spec.bands * per_band <= 1 << 21:
-            self._key_table = np.array([self.keys.buckets(self.generation, b, sh) for b in range(self.spec.bands)
-                                        for sh in range(per_band)], dtype=object)
+            self._key_table = np.array(
+                [
+                    self.keys.buckets(self.generation, b, sh)
+                    for b in range(self.spec.bands)
+                    for sh in range(per_band)
+                ],
+                dtype=object,
+            )
         if self._key_table is not None:
             return self._key_table[band_of * per_band + shard_of].tolist()  # type: ignore[no-any-return]
         out = []

@@ -58,7 +58,11 @@ class Generations:
         self.client = client
         self.keys = keys
         reg = client.register_script
-        self._begin, self._renew, self._pause = reg(lua.REBUILD_BEGIN), reg(lua.REBUILD_RENEW), reg(lua.REBUILD_PAUSE)
+        self._begin, self._renew, self._pause = (
+            reg(lua.REBUILD_BEGIN),
+            reg(lua.REBUILD_RENEW),
+            reg(lua.REBUILD_PAUSE),
+        )
         self._switch, self._abort = reg(lua.REBUILD_SWITCH), reg(lua.REBUILD_ABORT)
 
     @property
@@ -71,8 +75,14 @@ class Generations:
         spec, gen, next_spec, next_gen, mode, cut = self.client.hmget(self.keys.meta, fields)
         if spec is None:
             return None
-        return State(IndexSpec.from_json(spec), int(gen or 0), IndexSpec.from_json(next_spec) if next_spec else None,
-                     int(next_gen) if next_gen is not None else None, _s(mode), _s(cut))
+        return State(
+            IndexSpec.from_json(spec),
+            int(gen or 0),
+            IndexSpec.from_json(next_spec) if next_spec else None,
+            int(next_gen) if next_gen is not None else None,
+            _s(mode),
+            _s(cut),
+        )
 
     def poll(self) -> Poll:
         """The serving spec and generation, and the generation a switch pauses the daemons for (one exchange)."""
@@ -97,18 +107,26 @@ class Generations:
             RebuildError: no index yet, nothing to change, another rebuild running, or an unfinished one
                 towards another target.
         """
-        outcome, detail = (_s(x) or "" for x in self._begin(keys=self._keys[:2],
-                                                             args=[token, lease_ms, target.to_json(), mode, cut]))
+        outcome, detail = (
+            _s(x) or ""
+            for x in self._begin(keys=self._keys[:2], args=[token, lease_ms, target.to_json(), mode, cut])
+        )
         p = self.keys.prefix
         if outcome == "none":
-            raise RebuildError(f"there is no index under prefix {p!r} yet: nothing to rebuild (start `dedupd serve` "
-                               "with the new settings instead)")
+            raise RebuildError(
+                f"there is no index under prefix {p!r} yet: nothing to rebuild (start `dedupd serve` "
+                "with the new settings instead)"
+            )
         if outcome == "running":
-            raise RebuildError(f"another rebuild is running (process {detail}); wait for it, or stop it with "
-                               "`dedupd rebuild --abort`")
+            raise RebuildError(
+                f"another rebuild is running (process {detail}); wait for it, or stop it with "
+                "`dedupd rebuild --abort`"
+            )
         if outcome == "other":
-            raise RebuildError(f"an unfinished rebuild towards other parameters ({_summary(detail)}) is recorded; "
-                               "resume it with the same settings, or run `dedupd rebuild --abort` first")
+            raise RebuildError(
+                f"an unfinished rebuild towards other parameters ({_summary(detail)}) is recorded; "
+                "resume it with the same settings, or run `dedupd rebuild --abort` first"
+            )
         if outcome == "same":
             raise RebuildError("the index already has these parameters: nothing to rebuild")
         state = self.read()
@@ -122,8 +140,10 @@ class Generations:
             RebuildError: when the rebuild was aborted (or taken over after its lease expired).
         """
         if not self._renew(keys=self._keys[:2], args=[token, lease_ms]):
-            raise RebuildError("the rebuild was aborted (`dedupd rebuild --abort`) or its lease expired and "
-                               "another rebuild took over; nothing was switched")
+            raise RebuildError(
+                "the rebuild was aborted (`dedupd rebuild --abort`) or its lease expired and "
+                "another rebuild took over; nothing was switched"
+            )
 
     def pause(self, token: str, pause_ms: int, gen: int) -> None:
         """Ask the daemons to finish their batch and wait (for at most ``pause_ms``).
@@ -176,6 +196,8 @@ class Generations:
 def _summary(spec_json: str) -> str:
     try:
         spec = json.loads(spec_json)
-        return ", ".join(f"{k} {spec[k]}" for k in ("shingle", "num_perm", "bands", "rows", "threshold") if k in spec)
+        return ", ".join(
+            f"{k} {spec[k]}" for k in ("shingle", "num_perm", "bands", "rows", "threshold") if k in spec
+        )
     except ValueError:
         return spec_json

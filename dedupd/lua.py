@@ -154,7 +154,9 @@ return out
 def _entry_of() -> str:
     """Lua: the input entry id stored in a packed record (record.py: the header, the signature of num_perm
     uint32 values, then the id, the tail and the input entry id)."""
-    perm, n_id, n_tail, n_in = (HEADER_FIELDS.index(f) + 1 for f in ("num_perm", "id_len", "tail_len", "entry_len"))
+    perm, n_id, n_tail, n_in = (
+        HEADER_FIELDS.index(f) + 1 for f in ("num_perm", "id_len", "tail_len", "entry_len")
+    )
     return f"""
 local function entry_of(blob)
   if not blob then return '' end
@@ -407,6 +409,7 @@ return reconcile(ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))
 """
 )
 
+
 def _meta_scripts() -> tuple[str, str, str, str, str]:
     """The rebuild protocol on the meta hash (KEYS[1]), the rebuild lease (KEYS[2]) and the pause key
     (KEYS[3]), all in the meta hash's slot: begin, pause, switch and abort are compare-and-set on the
@@ -417,20 +420,20 @@ def _meta_scripts() -> tuple[str, str, str, str, str]:
     nexts = f"'{m['next_spec']}', '{m['next_gen']}', '{m['next_mode']}', '{m['next_cut']}'"
     # ARGV: token, lease_ms, target spec (JSON), mode, cut. Returns {outcome, detail}.
     begin = f"""
-local spec = redis.call('HGET', KEYS[1], '{m['spec']}')
+local spec = redis.call('HGET', KEYS[1], '{m["spec"]}')
 if not spec then return {{'none', ''}} end
 local owner = redis.call('GET', KEYS[2])
 if owner and owner ~= ARGV[1] then return {{'running', owner}} end
-local nxt = redis.call('HGET', KEYS[1], '{m['next_spec']}')
+local nxt = redis.call('HGET', KEYS[1], '{m["next_spec"]}')
 if nxt then
   if nxt ~= ARGV[3] then return {{'other', nxt}} end
   redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
-  return {{'resumed', redis.call('HGET', KEYS[1], '{m['next_mode']}') or ''}}
+  return {{'resumed', redis.call('HGET', KEYS[1], '{m["next_mode"]}') or ''}}
 end
 if spec == ARGV[3] then return {{'same', ''}} end
-local gen = tonumber(redis.call('HGET', KEYS[1], '{m['gen']}') or '0')
-redis.call('HSET', KEYS[1], '{m['next_spec']}', ARGV[3], '{m['next_gen']}', gen + 1, '{m['next_mode']}', ARGV[4],
-           '{m['next_cut']}', ARGV[5])
+local gen = tonumber(redis.call('HGET', KEYS[1], '{m["gen"]}') or '0')
+redis.call('HSET', KEYS[1], '{m["next_spec"]}', ARGV[3], '{m["next_gen"]}', gen + 1, '{m["next_mode"]}', ARGV[4],
+           '{m["next_cut"]}', ARGV[5])
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
 return {{'began', ''}}
 """
@@ -451,18 +454,18 @@ return 1
     # -1 the pause expired (daemons may have written since: pause again and re-check).
     switch = f"""
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
-local nspec = redis.call('HGET', KEYS[1], '{m['next_spec']}')
-local ngen = redis.call('HGET', KEYS[1], '{m['next_gen']}')
+local nspec = redis.call('HGET', KEYS[1], '{m["next_spec"]}')
+local ngen = redis.call('HGET', KEYS[1], '{m["next_gen"]}')
 if not nspec or not ngen then return 0 end
 if redis.call('GET', KEYS[3]) ~= ngen then return -1 end
-redis.call('HSET', KEYS[1], '{m['spec']}', nspec, '{m['gen']}', ngen)
+redis.call('HSET', KEYS[1], '{m["spec"]}', nspec, '{m["gen"]}', ngen)
 redis.call('HDEL', KEYS[1], {nexts})
 redis.call('DEL', KEYS[3])
 return 1
 """
     # ARGV: none. Forgets an unfinished rebuild: returns the generation it was building, or false.
     abort = f"""
-local ngen = redis.call('HGET', KEYS[1], '{m['next_gen']}')
+local ngen = redis.call('HGET', KEYS[1], '{m["next_gen"]}')
 redis.call('HDEL', KEYS[1], {nexts})
 redis.call('DEL', KEYS[2], KEYS[3])
 return ngen

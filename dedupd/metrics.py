@@ -13,7 +13,6 @@ import threading
 import time
 from typing import Any
 
-from dedupd.monitor import group_state
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -24,6 +23,8 @@ from prometheus_client import (
     ProcessCollector,
     start_http_server,
 )
+
+from dedupd.monitor import group_state
 
 log = logging.getLogger(__name__)
 
@@ -41,20 +42,31 @@ class Metrics:
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
         r = self.registry
-        self.processed = Counter("dedupd_documents_processed", "Input entries processed (indexed, replaced, "
-                                 "appended or deleted)", registry=r)
+        self.processed = Counter(
+            "dedupd_documents_processed",
+            "Input entries processed (indexed, replaced, appended or deleted)",
+            registry=r,
+        )
         self.duplicates = Counter("dedupd_duplicates", "Duplicate alerts written", registry=r)
-        self.dead_letters = Counter("dedupd_dead_letters", "Entries sent to the dead-letter stream",
-                                    registry=r)
+        self.dead_letters = Counter(
+            "dedupd_dead_letters", "Entries sent to the dead-letter stream", registry=r
+        )
         self.batches = Counter("dedupd_batches", "Batches processed", registry=r)
-        self.lag = Gauge("dedupd_consumer_lag",
-                         "Input entries not yet delivered to any consumer of the group", registry=r)
-        self.pending = Gauge("dedupd_pending_entries",
-                             "Entries delivered to the group but not yet acknowledged", registry=r)
-        self.batch_seconds = Histogram("dedupd_batch_seconds", "Time to process and acknowledge one batch",
-                                       buckets=LATENCY_BUCKETS, registry=r)
-        self.batch_size = Histogram("dedupd_batch_size", "Entries per batch", buckets=SIZE_BUCKETS,
-                                    registry=r)
+        self.lag = Gauge(
+            "dedupd_consumer_lag", "Input entries not yet delivered to any consumer of the group", registry=r
+        )
+        self.pending = Gauge(
+            "dedupd_pending_entries", "Entries delivered to the group but not yet acknowledged", registry=r
+        )
+        self.batch_seconds = Histogram(
+            "dedupd_batch_seconds",
+            "Time to process and acknowledge one batch",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.batch_size = Histogram(
+            "dedupd_batch_size", "Entries per batch", buckets=SIZE_BUCKETS, registry=r
+        )
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._last_group = 0.0
@@ -72,9 +84,13 @@ class Metrics:
         try:
             self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
         except OSError as exc:
-            log.warning("metrics endpoint not started: cannot listen on %s:%d (%s); give each daemon on this "
-                        "host its own metrics_port (DEDUPD_METRICS_PORT), or 0 to turn metrics off",
-                        host, port, exc)
+            log.warning(
+                "metrics endpoint not started: cannot listen on %s:%d (%s); give each daemon on this "
+                "host its own metrics_port (DEDUPD_METRICS_PORT), or 0 to turn metrics off",
+                host,
+                port,
+                exc,
+            )
             return None
         address = self._server.server_address
         log.info("metrics on http://%s:%d/metrics", host, address[1])

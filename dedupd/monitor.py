@@ -25,13 +25,17 @@ def group_state(client: RedisClient, keys: Keys) -> dict[str, Any] | None:
         if name != GROUP:
             continue
         lag = g.get("lag")
-        if lag != 0:
-            # Redis < 7, lag unknown, or a stale count: Redis 7.0 can report lag > 0 for ever after a restart
-            # from the AOF (entries-read is not restored exactly). Everything delivered means no lag.
-            if info.get("last-generated-id") == g.get("last-delivered-id"):
-                lag = 0
-        return {"pending": int(g["pending"]), "lag": lag, "consumers": int(g["consumers"]),
-                "length": int(info["length"]), "added": int(info.get("entries-added") or info["length"])}
+        # Redis < 7, lag unknown, or a stale count: Redis 7.0 can report lag > 0 for ever after a restart
+        # from the AOF (entries-read is not restored exactly). Everything delivered means no lag.
+        if lag != 0 and info.get("last-generated-id") == g.get("last-delivered-id"):
+            lag = 0
+        return {
+            "pending": int(g["pending"]),
+            "lag": lag,
+            "consumers": int(g["consumers"]),
+            "length": int(info["length"]),
+            "added": int(info.get("entries-added") or info["length"]),
+        }
     return None
 
 

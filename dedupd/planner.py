@@ -69,8 +69,11 @@ class DocState:
     def stale(self) -> bool:
         """The record is older than the delete that removed the document: a generation being rebuilt holds
         what the serving one deleted (the delete is still to be replayed into it)."""
-        return (self.record is not None and self.tombstone is not None
-                and sid(self.record.entry_id) < sid(self.tombstone))
+        return (
+            self.record is not None
+            and self.tombstone is not None
+            and sid(self.record.entry_id) < sid(self.tombstone)
+        )
 
     @property
     def live(self) -> Record | None:
@@ -136,8 +139,9 @@ def plan(entries: Sequence[Entry], states: Sequence[DocState]) -> list[Step]:
     return [Step(e, decide(e, s), s.num, s.record, not s.stale) for e, s in zip(entries, states, strict=True)]
 
 
-def doc_write(step: Step, new: Fingerprint | None, old_bands: U64Array, new_bands: U64Array,
-              store_shingles: bool) -> DocWrite:
+def doc_write(
+    step: Step, new: Fingerprint | None, old_bands: U64Array, new_bands: U64Array, store_shingles: bool
+) -> DocWrite:
     """The index writes of one step.
 
     Args:
@@ -154,14 +158,18 @@ def doc_write(step: Step, new: Fingerprint | None, old_bands: U64Array, new_band
     w.add = new_bands
     w.rejoin = step.action is Action.REJOIN
     # leave only the buckets that change (0 = leave that band alone)
-    w.remove = old_bands if old_bands.size != new_bands.size else np.where(old_bands != new_bands, old_bands, 0)
+    w.remove = (
+        old_bands if old_bands.size != new_bands.size else np.where(old_bands != new_bands, old_bands, 0)
+    )
     if step.action is Action.APPLY:
         e = step.entry
         w.record = encode_record(e.doc_id, new, e.entry_id, e.source, store_shingles)
     return w
 
 
-def matches_of(candidates: Sequence[tuple[str, float, int]], threshold: float) -> list[tuple[str, float, int]]:
+def matches_of(
+    candidates: Sequence[tuple[str, float, int]], threshold: float
+) -> list[tuple[str, float, int]]:
     """Verified matches (id, similarity, integer id) at or above the threshold, best first (ties by id)."""
     return sorted((m for m in candidates if m[1] >= threshold), key=lambda m: (-m[1], m[0]))
 

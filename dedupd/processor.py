@@ -78,7 +78,9 @@ class BatchResult:
     """What a batch did."""
 
     ack: list[str] = field(default_factory=list)
-    deferred: list[str] = field(default_factory=list)  # entry ids waiting for an older entry of their document
+    deferred: list[str] = field(
+        default_factory=list
+    )  # entry ids waiting for an older entry of their document
     processed: int = 0
     alerts: list[Alert] = field(default_factory=list)
     dead: int = 0
@@ -129,14 +131,23 @@ class Processor:
         for entry_id, fields in raw:
             count = (deliveries or {}).get(entry_id, 1)
             if count > self.settings.max_deliveries:
-                dead.append(((entry_id, fields), MAX_DELIVERIES,
-                             f"delivered {count} times (max_deliveries={self.settings.max_deliveries})"))
+                dead.append(
+                    (
+                        (entry_id, fields),
+                        MAX_DELIVERIES,
+                        f"delivered {count} times (max_deliveries={self.settings.max_deliveries})",
+                    )
+                )
                 continue
             try:
-                valid.append(parse_entry(entry_id, fields, self.settings.max_doc_bytes, self.settings.max_id_bytes))
+                valid.append(
+                    parse_entry(entry_id, fields, self.settings.max_doc_bytes, self.settings.max_id_bytes)
+                )
             except InputError as exc:
                 dead.append(((entry_id, fields), exc.code, exc.detail))
-        for part in unique_runs(valid):  # a later run of a deferred entry's document is deferred by the planner
+        for part in unique_runs(
+            valid
+        ):  # a later run of a deferred entry's document is deferred by the planner
             self._process_run(part, result)
         if dead and self.emits:
             self.dead_letter(dead)
@@ -170,23 +181,31 @@ class Processor:
                 return
             run = self._apply(entries)
             result.deferred += [s.entry.entry_id for s in run.steps if s.action is Action.DEFER]
-            done = [s for s, f in zip(run.steps, run.found, strict=True)
-                    if s.action is not Action.DEFER and (f is not None or not s.writes)]
+            done = [
+                s
+                for s, f in zip(run.steps, run.found, strict=True)
+                if s.action is not Action.DEFER and (f is not None or not s.writes)
+            ]
             alerts = self._alerts(run)
             if self.emits:
                 self._emit_outputs([s.entry for s in done], alerts, result)
             result.processed += len(done)
             entries = [s.entry for s, f in zip(run.steps, run.found, strict=True) if s.writes and f is None]
             if entries:  # another consumer changed these documents first: nothing of ours was written
-                log.info("%d documents changed under a concurrent update (attempt %d); processing them again",
-                         len(entries), attempt)
+                log.info(
+                    "%d documents changed under a concurrent update (attempt %d); processing them again",
+                    len(entries),
+                    attempt,
+                )
         if entries:
             raise ConcurrentUpdateError(f"{len(entries)} documents kept changing under concurrent updates")
 
     def _apply(self, entries: Sequence[Entry]) -> _Run:
         """Plan the run, fingerprint what changes, and write records and buckets (one exchange)."""
         gw = self.gateway
-        states = gw.states([(e.doc_id, e.op is not Op.DELETE, e.entry_id) for e in entries], inflight=self.ordered)
+        states = gw.states(
+            [(e.doc_id, e.op is not Op.DELETE, e.entry_id) for e in entries], inflight=self.ordered
+        )
         steps = plan(entries, states)
         requests = [s.request for s in steps]
         computed = iter(gw.fingerprinter.compute([r for r in requests if r is not None]))
@@ -207,8 +226,13 @@ class Processor:
         found: list[set[int] | None] = [set() for _ in steps]
         for i, f in zip(at, applied, strict=True):
             found[i] = f
-        gw.forget([(s.entry.doc_id, s.num, s.entry.entry_id) for s, f in zip(steps, found, strict=True)
-                   if s.action is Action.APPLY and s.entry.op is Op.DELETE and f is not None])
+        gw.forget(
+            [
+                (s.entry.doc_id, s.num, s.entry.entry_id)
+                for s, f in zip(steps, found, strict=True)
+                if s.action is Action.APPLY and s.entry.op is Op.DELETE and f is not None
+            ]
+        )
         return _Run(steps, new, found)
 
     def _band_hashes(self, fps: Sequence[Fingerprint | None]) -> list[U64Array]:
@@ -223,9 +247,14 @@ class Processor:
     # ----- verification -----
     def _alerts(self, run: _Run) -> list[tuple[Entry, int, list[tuple[str, float, int]]]]:
         """Verify every (document, candidate) pair of the run in one call; the verified matches per entry."""
-        mine = {s.num: (s.entry.doc_id, fp) for s, fp, f in zip(run.steps, run.new, run.found, strict=True)
-                if fp is not None and f is not None and s.writes}
-        wanted = {c for s, f in zip(run.steps, run.found, strict=True) if s.num in mine and f for c in f} - set(mine)
+        mine = {
+            s.num: (s.entry.doc_id, fp)
+            for s, fp, f in zip(run.steps, run.new, run.found, strict=True)
+            if fp is not None and f is not None and s.writes
+        }
+        wanted = {
+            c for s, f in zip(run.steps, run.found, strict=True) if s.num in mine and f for c in f
+        } - set(mine)
         others = self.gateway.load_records(wanted) if wanted else {}
         fps: dict[int, tuple[str, Fingerprint]] = dict(mine)
         fps.update((n, (rec.doc_id, rec.fingerprint)) for n, rec in others.items() if rec is not None)
@@ -244,8 +273,9 @@ class Processor:
                 out.append((run.steps[p].entry, run.steps[p].num, matches))
         return out
 
-    def _similarities(self, fps: dict[int, tuple[str, Fingerprint]], pairs: Sequence[tuple[int, int]]
-                      ) -> npt.NDArray[np.float64]:
+    def _similarities(
+        self, fps: dict[int, tuple[str, Fingerprint]], pairs: Sequence[tuple[int, int]]
+    ) -> npt.NDArray[np.float64]:
         """Similarity of each pair of integer ids: exact Jaccard of the shingle sets when verification is
         exact and both documents have them, else the signature estimate."""
         out = np.zeros(len(pairs), dtype=np.float64)
@@ -274,8 +304,12 @@ class Processor:
             return sorted(set(_WORDS.findall(e.text.lower())))
         return None
 
-    def _emit_outputs(self, entries: Sequence[Entry], alerts: list[tuple[Entry, int, list[tuple[str, float, int]]]],
-                      result: BatchResult) -> None:
+    def _emit_outputs(
+        self,
+        entries: Sequence[Entry],
+        alerts: list[tuple[Entry, int, list[tuple[str, float, int]]]],
+        result: BatchResult,
+    ) -> None:
         gw, s = self.gateway, self.settings
         roots: list[str] = []
         if alerts:
@@ -288,13 +322,23 @@ class Processor:
         pipe = ScriptPipeline(gw.client)
         out: list[Emitted] = []
         for (e, _, matches), root in zip(alerts, roots, strict=True):
-            alert = Alert(e.doc_id, tuple((m[0], m[1]) for m in matches), root, e.entry_id, self.spec.verify,
-                          e.source, e.meta)
+            alert = Alert(
+                e.doc_id,
+                tuple((m[0], m[1]) for m in matches),
+                root,
+                e.entry_id,
+                self.spec.verify,
+                e.source,
+                e.meta,
+            )
             result.alerts.append(alert)
             out.append((e.entry_id, [x for kv in alert.fields().items() for x in kv]))
         gw.emit(pipe, gw.keys.alerts, s.alerts_retention, s.seen_ttl_s, out)
-        baskets = [(e.entry_id, ["id", e.doc_id, "items", json.dumps(b, ensure_ascii=False)])
-                   for e in entries if (b := self._basket(e)) is not None]
+        baskets = [
+            (e.entry_id, ["id", e.doc_id, "items", json.dumps(b, ensure_ascii=False)])
+            for e in entries
+            if (b := self._basket(e)) is not None
+        ]
         gw.emit(pipe, gw.keys.baskets, s.basket_retention, s.seen_ttl_s, baskets)
         pipe.pipe.hincrby(gw.keys.counters, "processed", len(entries))
         if alerts:

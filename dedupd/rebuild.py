@@ -26,6 +26,7 @@ generation and makes a running rebuild stop); after it, the new one serves and a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -33,9 +34,11 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import redis
 
+from dedupd.buckets import DocWrite
 from dedupd.connection import RedisClient
 from dedupd.gateway import Gateway
 from dedupd.generations import Generations, RebuildError, State
@@ -45,7 +48,6 @@ from dedupd.processor import Processor, RawEntry
 from dedupd.record import decode_records
 from dedupd.settings import Settings
 from dedupd.spec import IndexSpec
-from dedupd.buckets import DocWrite
 from dedupd.stream import ensure_group
 
 __all__ = ["Rebuild", "RebuildError", "Report", "file_source", "rebands_only"]
@@ -59,7 +61,9 @@ PAUSE_MS = 30_000
 def rebands_only(a: IndexSpec, b: IndexSpec) -> bool:
     """True when the stored signatures stay valid (only the banding, threshold or bucket sizing changes)."""
     same = ("shingle", "num_perm", "seed", "minhash", "scheme")
-    return all(getattr(a, f) == getattr(b, f) for f in same) and (a.verify == b.verify or b.verify == "signature")
+    return all(getattr(a, f) == getattr(b, f) for f in same) and (
+        a.verify == b.verify or b.verify == "signature"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +85,16 @@ def _sid_text(raw: bytes | str) -> str:
 class Rebuild:
     """One rebuild of one prefix (see the module docstring)."""
 
-    def __init__(self, client: RedisClient, settings: Settings, target: IndexSpec, progress: Progress,
-                 source: Path | None = None, allow_missing: bool = False, wait_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        client: RedisClient,
+        settings: Settings,
+        target: IndexSpec,
+        progress: Progress,
+        source: Path | None = None,
+        allow_missing: bool = False,
+        wait_s: float = 60.0,
+    ) -> None:
         self.client = client
         self.settings = settings
         self.keys = Keys(settings.prefix)
@@ -98,14 +110,21 @@ class Rebuild:
     def begin(self) -> tuple[State, bool]:
         """Step 1: record the target (or resume). Returns the state and whether it resumes."""
         current = self.generations.read()
-        mode = "file" if self.source is not None else (
-            "signatures" if current is not None and rebands_only(current.spec, self.target) else "stream")
+        mode = (
+            "file"
+            if self.source is not None
+            else (
+                "signatures" if current is not None and rebands_only(current.spec, self.target) else "stream"
+            )
+        )
         state, resumed = self.generations.begin(self.target, mode, self._stream_end(), self.token, LEASE_MS)
         if resumed and state.next_mode != mode:
             self.generations.release(self.token)
             how = {"file": "with --from FILE", "stream": "without --from", "signatures": "without --from"}
-            raise RebuildError(f"the unfinished rebuild was started {how.get(state.next_mode or '', '')} "
-                               f"({state.next_mode}); resume it the same way, or run `dedupd rebuild --abort`")
+            raise RebuildError(
+                f"the unfinished rebuild was started {how.get(state.next_mode or '', '')} "
+                f"({state.next_mode}); resume it the same way, or run `dedupd rebuild --abort`"
+            )
         return state, resumed
 
     def run(self, state: State) -> Report:
@@ -148,7 +167,10 @@ class Rebuild:
     def fill_from_signatures(self, state: State) -> int:
         """New buckets from the stored raw signatures (the records are copied as they are, where the new
         generation has none yet)."""
-        old, new = self._gateway(state.spec, state.gen), self._gateway(self._next(state), self._next_gen(state))
+        old, new = (
+            self._gateway(state.spec, state.gen),
+            self._gateway(self._next(state), self._next_gen(state)),
+        )
         done, total = 0, self.count_docs(state.gen)
         for nums in self._doc_nums(state.gen):
             pipe = self.client.pipeline(transaction=False)
@@ -156,7 +178,9 @@ class Rebuild:
                 pipe.get(old.record_key(n))
             blobs = pipe.execute()
             records = decode_records(nums, blobs, new.fingerprinter)
-            present = [(n, b, rec) for n, b in zip(nums, blobs, strict=True) if b and (rec := records[n]) is not None]
+            present = [
+                (n, b, rec) for n, b in zip(nums, blobs, strict=True) if b and (rec := records[n]) is not None
+            ]
             fps = [rec.fingerprint for _, _, rec in present if not rec.fingerprint.empty]
             bands = iter(new.fingerprinter.band_hashes(fps)) if fps else iter(())
             writes = []
@@ -181,7 +205,7 @@ class Rebuild:
         def entries() -> Iterator[RawEntry]:
             cursor = position
             while True:
-                page = self.client.xrange(self.keys.docs, min=f"({cursor}", max=end, count=_BATCH)
+                page: Any = self.client.xrange(self.keys.docs, min=f"({cursor}", max=end, count=_BATCH)
                 if not page:
                     return
                 for entry_id, fields in page:
@@ -195,7 +219,9 @@ class Rebuild:
 
     def _replay(self, state: State, source: Iterator[RawEntry], total: int | None, phase: str) -> int:
         """Process entries into the next generation in order, as the daemons would (no outputs)."""
-        shadow = Processor(self._gateway(self._next(state), self._next_gen(state)), self.settings, ordered=False)
+        shadow = Processor(
+            self._gateway(self._next(state), self._next_gen(state)), self.settings, ordered=False
+        )
         done = 0
         batch: list[RawEntry] = []
         for raw in source:
@@ -207,8 +233,9 @@ class Rebuild:
             done += self._replay_batch(shadow, batch, total, phase, done)
         return done
 
-    def _replay_batch(self, shadow: Processor, batch: list[RawEntry], total: int | None, phase: str,
-                      done: int) -> int:
+    def _replay_batch(
+        self, shadow: Processor, batch: list[RawEntry], total: int | None, phase: str, done: int
+    ) -> int:
         shadow.process(batch)
         self.generations.renew(self.token, LEASE_MS)
         self.progress(phase, done + len(batch), total)
@@ -238,7 +265,10 @@ class Rebuild:
         Raises:
             RebuildError: naming how many lack or are older, unless ``allow_missing``.
         """
-        old, new = self._gateway(state.spec, state.gen), self._gateway(self._next(state), self._next_gen(state))
+        old, new = (
+            self._gateway(state.spec, state.gen),
+            self._gateway(self._next(state), self._next_gen(state)),
+        )
         lacking = checked = 0
         cut = sid(state.next_cut or "0-0")
         for nums in self._doc_nums(state.gen):
@@ -257,7 +287,8 @@ class Rebuild:
                 f"the new index lacks {lacking} of the {checked} documents of the current one, or has older "
                 "versions of them: the source does not hold them (the input stream keeps only its retained "
                 "history). Pass --from FILE.jsonl with every document, or --allow-missing to drop them; nothing "
-                "was switched")
+                "was switched"
+            )
         return checked - lacking, checked
 
     def wait_for_daemons(self, ready: Callable[..., bool], what: str) -> None:
@@ -268,8 +299,10 @@ class Rebuild:
             if not behind:
                 return
             if time.monotonic() > deadline:
-                raise RebuildError(f"daemons {', '.join(behind)} did not {what} within {self.wait_s:.0f}s (are "
-                                   "they older versions of dedupd?); rerun `dedupd rebuild` to resume")
+                raise RebuildError(
+                    f"daemons {', '.join(behind)} did not {what} within {self.wait_s:.0f}s (are "
+                    "they older versions of dedupd?); rerun `dedupd rebuild` to resume"
+                )
             self.progress(f"waiting for {len(behind)} daemon(s) to {what}", 0, None)
             time.sleep(0.05)
 
@@ -347,10 +380,8 @@ class Rebuild:
         return None
 
     def _destroy_group(self) -> None:
-        try:
+        with contextlib.suppress(redis.ResponseError):  # no such group
             self.client.xgroup_destroy(self.keys.docs, REBUILD_GROUP)
-        except redis.ResponseError:
-            pass
 
 
 def file_source(path: Path) -> tuple[Iterator[RawEntry], int]:

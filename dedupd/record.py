@@ -29,7 +29,16 @@ VERSION = 1  # signature and 32-bit fingerprints
 VERSION_HASHES = 2  # 64-bit shingle hashes only
 HEADER = struct.Struct("<BHIIIHHI")  # the scripts read the input entry id with the same format (lua.py)
 # position in the header of the signature length and of the id, tail and input entry id lengths
-HEADER_FIELDS = ("version", "num_perm", "n_units", "id_len", "tail_len", "entry_len", "source_len", "shingles")
+HEADER_FIELDS = (
+    "version",
+    "num_perm",
+    "n_units",
+    "id_len",
+    "tail_len",
+    "entry_len",
+    "source_len",
+    "shingles",
+)
 _U32 = np.dtype("<u4")
 _U64 = np.dtype("<u8")
 
@@ -50,12 +59,14 @@ def encode_record(doc_id: str, fp: Fingerprint, entry_id: str, source: str | Non
     and, only when ``shingles``, its 32-bit fingerprints."""
     ident, tail, entry, src = doc_id.encode(), fp.tail.encode(), entry_id.encode(), (source or "").encode()
     if fp.hashes is not None:
-        header = HEADER.pack(VERSION_HASHES, 0, fp.n_units, len(ident), len(tail), len(entry), len(src),
-                              fp.hashes.shape[0])
+        header = HEADER.pack(
+            VERSION_HASHES, 0, fp.n_units, len(ident), len(tail), len(entry), len(src), fp.hashes.shape[0]
+        )
         return b"".join((header, ident, tail, entry, src, fp.hashes.astype(_U64, copy=False).tobytes()))
     sh = fp.shingles.astype(_U32, copy=False).tobytes() if shingles else b""
-    header = HEADER.pack(VERSION, fp.raw.shape[0], fp.n_units, len(ident), len(tail), len(entry), len(src),
-                          len(sh) // 4)
+    header = HEADER.pack(
+        VERSION, fp.raw.shape[0], fp.n_units, len(ident), len(tail), len(entry), len(src), len(sh) // 4
+    )
     return b"".join((header, fp.raw.astype(_U32, copy=False).tobytes(), ident, tail, entry, src, sh))
 
 
@@ -69,8 +80,9 @@ class _Parsed:
     hashes: npt.NDArray[np.uint64] | None = None
 
 
-def decode_records(nums: Sequence[int], blobs: Sequence[bytes | None], fingerprinter: Fingerprinter
-                   ) -> dict[int, Record | None]:
+def decode_records(
+    nums: Sequence[int], blobs: Sequence[bytes | None], fingerprinter: Fingerprinter
+) -> dict[int, Record | None]:
     """Unpack stored documents (signatures densified together; those of short documents recomputed from
     their shingle hashes, all in one call); a missing one decodes to None.
 
@@ -86,9 +98,11 @@ def decode_records(nums: Sequence[int], blobs: Sequence[bytes | None], fingerpri
             continue
         version, perm, n_units, n_id, n_tail, n_in, n_src, n_sh = HEADER.unpack_from(blob)
         if not ((version == VERSION and perm == num_perm) or (version == VERSION_HASHES and perm == 0)):
-            raise ConfigError(f"document record {num} has version {version} and {perm} signature values; the "
-                              f"index expects version {VERSION} and {num_perm} (or version {VERSION_HASHES}): "
-                              "run `dedupd rebuild`")
+            raise ConfigError(
+                f"document record {num} has version {version} and {perm} signature values; the "
+                f"index expects version {VERSION} and {num_perm} (or version {VERSION_HASHES}): "
+                "run `dedupd rebuild`"
+            )
         at = HEADER.size
         raw = np.frombuffer(blob, dtype=_U32, count=perm, offset=at).astype(np.uint32) if perm else None
         at += 4 * perm
@@ -108,7 +122,7 @@ def decode_records(nums: Sequence[int], blobs: Sequence[bytes | None], fingerpri
     if short:  # the raw signatures and 32-bit fingerprints of the short documents, in one call each
         offsets = np.zeros(len(short) + 1, dtype=np.int64)
         np.cumsum([p.hashes.shape[0] for p in short], out=offsets[1:])  # type: ignore[union-attr]
-        flat = np.concatenate([p.hashes for p in short])  # type: ignore[misc]
+        flat = np.concatenate([p.hashes for p in short if p.hashes is not None])
         raws = fingerprinter.minhasher.signatures(flat, offsets, densify=False)
         fps32, fp_off = distinct32(flat, offsets)
         for i, p in enumerate(short):
@@ -127,4 +141,3 @@ def record_doc_id(blob: bytes) -> str:
     _, perm, _, n_id, *_ = HEADER.unpack_from(blob)
     at = HEADER.size + 4 * perm
     return blob[at : at + n_id].decode()
-

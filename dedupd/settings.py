@@ -50,10 +50,16 @@ class Settings(BaseSettings):
     threshold: float = Field(0.8, gt=0.0, lt=1.0, description="Jaccard threshold for an alert")
     bands: int | None = Field(None, ge=1, description="explicit number of LSH bands")
     rows: int | None = Field(None, ge=1, description="explicit rows per band")
-    fp_weight: float = Field(DEFAULT_FP_WEIGHT, ge=0.0, le=1.0, description="weight of false positives when choosing bands")
-    fn_weight: float = Field(DEFAULT_FN_WEIGHT, ge=0.0, le=1.0, description="weight of false negatives when choosing bands")
+    fp_weight: float = Field(
+        DEFAULT_FP_WEIGHT, ge=0.0, le=1.0, description="weight of false positives when choosing bands"
+    )
+    fn_weight: float = Field(
+        DEFAULT_FN_WEIGHT, ge=0.0, le=1.0, description="weight of false negatives when choosing bands"
+    )
     capacity: int = Field(
-        250_000, ge=1, description="expected number of indexed documents (sizes the band buckets; stored with the index)"
+        250_000,
+        ge=1,
+        description="expected number of indexed documents (sizes the band buckets; stored with the index)",
     )
     verify: Literal["signature", "exact"] = Field("exact", description="how LSH candidates are verified")
 
@@ -75,13 +81,19 @@ class Settings(BaseSettings):
     basket_retention: int = Field(1_000_000, ge=1, description="baskets kept (approximate)")
     alerts_retention: int = Field(1_000_000, ge=1, description="alerts kept (approximate)")
     dead_retention: int = Field(1_000_000, ge=1, description="dead letters kept (approximate)")
-    seen_ttl_s: int = Field(7 * 86400, ge=60, description="how long redelivery de-duplication remembers an entry")
+    seen_ttl_s: int = Field(
+        7 * 86400, ge=60, description="how long redelivery de-duplication remembers an entry"
+    )
     docs_retention_s: int | None = Field(
-        None, ge=0, description="trim acknowledged input entries older than this (None: keep the input stream)"
+        None,
+        ge=0,
+        description="trim acknowledged input entries older than this (None: keep the input stream)",
     )
     heartbeat_ttl_s: int = Field(30, ge=2, description="liveness key TTL")
     tombstone_ttl_s: int = Field(
-        7 * 86400, ge=60, description="how long a deleted document's tombstone keeps older entries from reviving it"
+        7 * 86400,
+        ge=60,
+        description="how long a deleted document's tombstone keeps older entries from reviving it",
     )
 
     # logging
@@ -154,8 +166,17 @@ class Settings(BaseSettings):
             lsh = LSHParams(self.bands, self.rows)
         else:
             lsh = LSHParams.choose(self.threshold, self.num_perm, self.fp_weight, self.fn_weight)
-        return IndexSpec(self.shingle, self.num_perm, self.seed, lsh.bands, lsh.rows, self.minhash,
-                         shard_bits_for(self.capacity), threshold=self.threshold, verify=self.verify)
+        return IndexSpec(
+            self.shingle,
+            self.num_perm,
+            self.seed,
+            lsh.bands,
+            lsh.rows,
+            self.minhash,
+            shard_bits_for(self.capacity),
+            threshold=self.threshold,
+            verify=self.verify,
+        )
 
     def rebuild_target(self, stored: IndexSpec) -> IndexSpec:
         """The spec a rebuild of ``stored`` builds: only the parameters set explicitly (flags, ``DEDUPD_*``,
@@ -169,8 +190,12 @@ class Settings(BaseSettings):
         if self.bands is not None and self.rows is not None:
             changes["bands"], changes["rows"] = self.bands, self.rows
         elif given & {"threshold", "num_perm", "fp_weight", "fn_weight"}:
-            lsh = LSHParams.choose(changes.get("threshold", stored.threshold), changes.get("num_perm", stored.num_perm),
-                                   self.fp_weight, self.fn_weight)
+            lsh = LSHParams.choose(
+                changes.get("threshold", stored.threshold),
+                changes.get("num_perm", stored.num_perm),
+                self.fp_weight,
+                self.fn_weight,
+            )
             changes["bands"], changes["rows"] = lsh.bands, lsh.rows
         return stored.with_changes(changes)
 
@@ -185,7 +210,9 @@ class Settings(BaseSettings):
         if not self.redis_url:
             return f"embedded ({self.data_dir})"
         # up to the last '@' before the query: a password holding '/', '@' or '#' unencoded is hidden whole
-        return re.sub(r"//([^?]*)@", lambda m: "//" + _redact_userinfo(m.group(1)) + "@", self.redis_url, count=1)
+        return re.sub(
+            r"//([^?]*)@", lambda m: "//" + _redact_userinfo(m.group(1)) + "@", self.redis_url, count=1
+        )
 
 
 def _redact_userinfo(info: str) -> str:

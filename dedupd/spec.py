@@ -147,8 +147,11 @@ class IndexSpec:
 
     def differences(self, other: IndexSpec) -> list[tuple[str, Any, Any]]:
         """(name, this value, the other's value) for every parameter that differs."""
-        return [(f.name, getattr(self, f.name), getattr(other, f.name)) for f in fields(self)
-                if getattr(self, f.name) != getattr(other, f.name)]
+        return [
+            (f.name, getattr(self, f.name), getattr(other, f.name))
+            for f in fields(self)
+            if getattr(self, f.name) != getattr(other, f.name)
+        ]
 
     def describe_changes(self, new: IndexSpec) -> str:
         """``name old -> new`` for what changes, comma-separated."""
@@ -174,8 +177,10 @@ class IndexSpec:
         diffs = stored.differences(self)
         if not diffs:
             return
-        lines = [f"{name}: index has {old!r}, settings ask for {new!r} ({_HOW.get(name, ('', 'a code change'))[1]})"
-                 for name, old, new in diffs]
+        lines = [
+            f"{name}: index has {old!r}, settings ask for {new!r} ({_HOW.get(name, ('', 'a code change'))[1]})"
+            for name, old, new in diffs
+        ]
         names = [name for name, _, _ in diffs]
         if "bands" in names or "rows" in names:
             names = [n for n in names if n not in ("bands", "rows")] + ["bands", "rows"]
@@ -183,6 +188,7 @@ class IndexSpec:
         wanted = " ".join(["dedupd rebuild", self.flags(names)]).strip()
         start = f"Start with the index's parameters ({matching}), or run" if matching else "Run"
         raise ParameterMismatchError(
-            f"the index under prefix {prefix!r} was built with other parameters:\n  " + "\n  ".join(lines)
+            f"the index under prefix {prefix!r} was built with other parameters:\n  "
+            + "\n  ".join(lines)
             + f"\n{start} `{wanted}` to reindex with the new ones."
         )

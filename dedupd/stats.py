@@ -14,8 +14,8 @@ from typing import Any
 
 import redis
 
-from dedupd.keys import GROUP, Keys
 from dedupd.generations import Generations
+from dedupd.keys import GROUP, Keys
 from dedupd.monitor import group_state, live_consumers
 
 COUNTERS = ("processed", "alerts", "dead")
@@ -109,8 +109,17 @@ def daemons(client: Any, keys: Keys) -> list[DaemonStats]:
     now = time.time()
     out = []
     for name, beat in live_consumers(client, keys).items():
-        out.append(DaemonStats(name=name, pid=beat.pid or None, processed=beat.processed, alerts=beat.alerts,
-                               dead=beat.dead, batches=beat.batches, heartbeat_age_s=max(0.0, now - beat.time)))
+        out.append(
+            DaemonStats(
+                name=name,
+                pid=beat.pid or None,
+                processed=beat.processed,
+                alerts=beat.alerts,
+                dead=beat.dead,
+                batches=beat.batches,
+                heartbeat_age_s=max(0.0, now - beat.time),
+            )
+        )
     return sorted(out, key=lambda d: d.name)
 
 
@@ -127,12 +136,18 @@ def rebuild_state(client: Any, keys: Keys) -> dict[str, Any] | None:
     if state is None or state.next_spec is None:
         return None
     changes = {name: [old, new] for name, old, new in state.spec.differences(state.next_spec)}
-    return {"from_gen": state.gen, "to_gen": state.next_gen, "mode": state.next_mode, "changes": changes,
-            "running": gens.lease_owner()}
+    return {
+        "from_gen": state.gen,
+        "to_gen": state.next_gen,
+        "mode": state.next_mode,
+        "changes": changes,
+        "running": gens.lease_owner(),
+    }
 
 
-def collect(client: Any, keys: Keys, interval: float = 0.0,
-            sleep: Callable[[float], None] = time.sleep) -> Stats:
+def collect(
+    client: Any, keys: Keys, interval: float = 0.0, sleep: Callable[[float], None] = time.sleep
+) -> Stats:
     """Read a snapshot; with ``interval`` > 0, also the counters' rate over that many seconds.
 
     Args:
@@ -173,8 +188,9 @@ def collect(client: Any, keys: Keys, interval: float = 0.0,
         spec=spec,
         rebuild=rebuild,
         used_memory=memory[0] if memory is not None else None,
-        memory_per_document=(max(0, memory[0] - memory[1]) / documents
-                             if memory is not None and documents else None),
+        memory_per_document=(
+            max(0, memory[0] - memory[1]) / documents if memory is not None and documents else None
+        ),
         stream=keys.docs,
         stream_length=docs_len,
         group=state is not None,
@@ -204,12 +220,17 @@ def human_bytes(n: float | None) -> str:
 def _table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> list[str]:
     """Columns aligned: text left, numbers right."""
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    numeric = [all(r[i].replace(".", "").replace(",", "").isdigit() for r in rows)
-               for i in range(len(headers))]
+    numeric = [
+        all(r[i].replace(".", "").replace(",", "").isdigit() for r in rows) for i in range(len(headers))
+    ]
 
     def line(cells: list[str]) -> str:
-        return indent + "  ".join(c.rjust(w) if num else c.ljust(w)
-                                  for c, w, num in zip(cells, widths, numeric)).rstrip()
+        return (
+            indent
+            + "  ".join(
+                c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric, strict=True)
+            ).rstrip()
+        )
 
     return [line(headers), *(line(r) for r in rows)]
 
@@ -220,47 +241,85 @@ def render(stats: Stats) -> str:
     if spec is None:
         spec_text = "none yet (no daemon has opened the index)"
     else:
-        extra = "".join(f", {k} {spec[k]}" for k in sorted(spec)
-                        if k not in ("shingle", "num_perm", "minhash", "bands", "rows", "seed", "scheme"))
-        spec_text = (f"{spec['bands']} bands x {spec['rows']} rows, shingle {spec['shingle']}, num_perm "
-                     f"{spec['num_perm']} ({spec.get('minhash', '?')}), seed {spec['seed']}{extra}, "
-                     f"scheme {spec.get('scheme', '?')}")
+        extra = "".join(
+            f", {k} {spec[k]}"
+            for k in sorted(spec)
+            if k not in ("shingle", "num_perm", "minhash", "bands", "rows", "seed", "scheme")
+        )
+        spec_text = (
+            f"{spec['bands']} bands x {spec['rows']} rows, shingle {spec['shingle']}, num_perm "
+            f"{spec['num_perm']} ({spec.get('minhash', '?')}), seed {spec['seed']}{extra}, "
+            f"scheme {spec.get('scheme', '?')}"
+        )
     lag = "unknown" if stats.lag is None else f"{stats.lag:,}"
-    group = (f"lag {lag}, pending {stats.pending:,}, {len(stats.consumers)} consumer(s)" if stats.group
-             else "no consumer group yet (no daemon has started)")
+    group = (
+        f"lag {lag}, pending {stats.pending:,}, {len(stats.consumers)} consumer(s)"
+        if stats.group
+        else "no consumer group yet (no daemon has started)"
+    )
     t = stats.totals
     pairs = [
         ("documents indexed", f"{stats.documents:,}"),
         ("index", spec_text),
         *([("rebuild", _rebuild_text(stats.rebuild))] if stats.rebuild else []),
         ("Redis memory", f"{human_bytes(stats.used_memory)} (whole server)"),
-        ("memory per document", "n/a (no documents)" if stats.memory_per_document is None
-         else f"{human_bytes(stats.memory_per_document)} (above the server's startup memory)"),
+        (
+            "memory per document",
+            "n/a (no documents)"
+            if stats.memory_per_document is None
+            else f"{human_bytes(stats.memory_per_document)} (above the server's startup memory)",
+        ),
         ("input stream", f"{stats.stream}: {stats.stream_length:,} entries; {group}"),
         ("alerts stream", f"{stats.alerts_length:,} entries"),
         ("dead letters", f"{stats.dead_length:,} entries"),
-        ("totals", (f"{t.get('processed', 0):,} processed, {t.get('alerts', 0):,} alerts, "
-                    f"{t.get('dead', 0):,} dead-lettered")),
+        (
+            "totals",
+            (
+                f"{t.get('processed', 0):,} processed, {t.get('alerts', 0):,} alerts, "
+                f"{t.get('dead', 0):,} dead-lettered"
+            ),
+        ),
     ]
     if stats.throughput is not None:
         rate = stats.throughput
-        pairs.append(("throughput", (f"{rate['processed']:,.1f} docs/s, {rate['alerts']:,.1f} alerts/s, "
-                                     f"{rate['dead']:,.1f} dead/s (over {stats.interval_s:.1f}s)")))
+        pairs.append(
+            (
+                "throughput",
+                (
+                    f"{rate['processed']:,.1f} docs/s, {rate['alerts']:,.1f} alerts/s, "
+                    f"{rate['dead']:,.1f} dead/s (over {stats.interval_s:.1f}s)"
+                ),
+            )
+        )
     width = max(len(k) for k, _ in pairs)
     lines = [f"dedupd stats (prefix {stats.prefix!r})"] + [f"  {k.ljust(width)}  {v}" for k, v in pairs]
     lines.append("")
     if stats.consumers:
         lines.append("consumers in the group:")
-        lines += _table(["consumer", "pending", "idle s"],
-                        [[c.name, f"{c.pending}", f"{c.idle_ms / 1000:.1f}"] for c in stats.consumers])
+        lines += _table(
+            ["consumer", "pending", "idle s"],
+            [[c.name, f"{c.pending}", f"{c.idle_ms / 1000:.1f}"] for c in stats.consumers],
+        )
     else:
         lines.append("consumers in the group: none")
     lines.append("")
     if stats.daemons:
         lines.append("live daemons (heartbeats; totals since each started):")
-        lines += _table(["daemon", "pid", "processed", "alerts", "dead", "batches", "beat s ago"],
-                        [[d.name, str(d.pid or "?"), str(d.processed), str(d.alerts), str(d.dead),
-                          str(d.batches), f"{d.heartbeat_age_s:.1f}"] for d in stats.daemons])
+        lines += _table(
+            ["daemon", "pid", "processed", "alerts", "dead", "batches", "beat s ago"],
+            [
+                [
+                    d.name,
+                    str(d.pid or "?"),
+                    str(d.processed),
+                    str(d.alerts),
+                    str(d.dead),
+                    str(d.batches),
+                    f"{d.heartbeat_age_s:.1f}",
+                ]
+                for d in stats.daemons
+            ],
+        )
     else:
         lines.append("live daemons: none heartbeating")
     return "\n".join(lines)
@@ -271,7 +330,12 @@ def _rebuild_text(rebuild: dict[str, Any]) -> str:
     head = f"generation {rebuild['from_gen']} -> {rebuild['to_gen']} ({rebuild['mode']}: {changes})"
     if rebuild["running"]:
         return f"{head}, running in {rebuild['running']}"
-    flags = " ".join(f"--{k.replace('_', '-')} {new}" for k, (_, new) in rebuild["changes"].items()
-                     if k in ("shingle", "num_perm", "seed", "minhash", "bands", "rows", "threshold", "verify"))
-    return (f"{head}, unfinished and not running: resume with `dedupd rebuild {flags}` (the same flags as "
-            "before), or run `dedupd rebuild --abort`")
+    flags = " ".join(
+        f"--{k.replace('_', '-')} {new}"
+        for k, (_, new) in rebuild["changes"].items()
+        if k in ("shingle", "num_perm", "seed", "minhash", "bands", "rows", "threshold", "verify")
+    )
+    return (
+        f"{head}, unfinished and not running: resume with `dedupd rebuild {flags}` (the same flags as "
+        "before), or run `dedupd rebuild --abort`"
+    )

@@ -92,7 +92,7 @@ class ConsumerStream:
 
     def read_new(self, count: int, block_ms: int) -> list[RawEntry]:
         """Up to ``count`` new entries, registered as in flight; waits up to ``block_ms`` for the first."""
-        args = [GROUP, self.consumer, count, self.max_id_bytes, RECONCILE_LIMIT]
+        args: list[Any] = [GROUP, self.consumer, count, self.max_id_bytes, RECONCILE_LIMIT]
         reply = self._read(keys=self._stream_keys, args=args)
         if isinstance(reply, list):
             return _entries(reply)
@@ -104,15 +104,19 @@ class ConsumerStream:
     def read_own(self, after: str, count: int) -> tuple[list[RawEntry], list[str]]:
         """Own pending entries after ``after`` (one delivery more each), and the ids of pending entries
         that were deleted from the stream meanwhile."""
-        reply = self.client.xreadgroup(GROUP, self.consumer, {self.keys.docs: after}, count=count)
+        reply: Any = self.client.xreadgroup(GROUP, self.consumer, {self.keys.docs: after}, count=count)
         raw = reply[0][1] if reply else []
         gone = [_text(entry_id) for entry_id, fields in raw if fields is None]
         return _entries(raw), gone
 
     def autoclaim(self, idle_ms: int, cursor: str, count: int) -> tuple[list[str], str]:
         """Take over entries idle for ``idle_ms`` without counting a delivery; returns them and the next cursor."""
-        claimed = [_text(x) for x in self.client.xautoclaim(self.keys.docs, GROUP, self.consumer, idle_ms, cursor,
-                                                              count=count, justid=True)]
+        claimed = [
+            _text(x)
+            for x in self.client.xautoclaim(
+                self.keys.docs, GROUP, self.consumer, idle_ms, cursor, count=count, justid=True
+            )
+        ]
         if len(claimed) < count:
             return claimed, "0-0"
         return claimed, claimed[-1]
@@ -120,7 +124,7 @@ class ConsumerStream:
     def touch(self, entry_ids: list[str]) -> None:
         """Reset the idle time of entries this consumer holds (deferred ones), so nobody claims them."""
         if entry_ids:
-            self.client.xclaim(self.keys.docs, GROUP, self.consumer, 0, entry_ids, justid=True)
+            self.client.xclaim(self.keys.docs, GROUP, self.consumer, 0, list[Any](entry_ids), justid=True)
 
     def ack(self, entry_ids: list[str]) -> None:
         """Acknowledge entries and take them out of the in-flight registry, atomically."""
@@ -141,7 +145,9 @@ class ConsumerStream:
     def delivery_counts(self, entry_ids: list[str]) -> dict[str, int]:
         """How many times each of these pending entries was delivered."""
         lo, hi = min(entry_ids, key=sid), max(entry_ids, key=sid)
-        pending = self.client.xpending_range(self.keys.docs, GROUP, min=lo, max=hi, count=len(entry_ids) * 4 + 16)
+        pending = self.client.xpending_range(
+            self.keys.docs, GROUP, min=lo, max=hi, count=len(entry_ids) * 4 + 16
+        )
         wanted = set(entry_ids)
         out: dict[str, int] = {}
         for p in pending:

@@ -47,16 +47,22 @@ def corpus(rng: random.Random, n: int, tag: str, words: int = 40) -> list[dict[s
 def dedupd_env(url: str, **extra: str) -> dict[str, str]:
     """The environment of a dedupd process: the outer one (already stripped of DEDUPD_* by conftest) plus the
     test settings and ``extra``."""
-    env = {**os.environ, "DEDUPD_REDIS_URL": url, "DEDUPD_METRICS_PORT": "0", "DEDUPD_BLOCK_MS": "100",
-           "DEDUPD_CLAIM_IDLE_MS": "1000"}
+    env = {
+        **os.environ,
+        "DEDUPD_REDIS_URL": url,
+        "DEDUPD_METRICS_PORT": "0",
+        "DEDUPD_BLOCK_MS": "100",
+        "DEDUPD_CLAIM_IDLE_MS": "1000",
+    }
     env.update(extra)
     return env
 
 
 def run_cli(url: str, *args: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
     """Run one ``dedupd`` command to completion (bounded by ``timeout``)."""
-    return subprocess.run([*DEDUPD, *args], env=dedupd_env(url, **env), capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [*DEDUPD, *args], env=dedupd_env(url, **env), capture_output=True, text=True, timeout=timeout
+    )
 
 
 class Proc:
@@ -66,8 +72,9 @@ class Proc:
         self.log = log
         self.argv = [*DEDUPD, *args]
         with open(log, "ab") as err:
-            self.proc = subprocess.Popen(self.argv, env=dedupd_env(url, **env), stdout=subprocess.DEVNULL,
-                                         stderr=err)
+            self.proc = subprocess.Popen(
+                self.argv, env=dedupd_env(url, **env), stdout=subprocess.DEVNULL, stderr=err
+            )
 
     @property
     def stderr(self) -> str:
@@ -82,8 +89,10 @@ class Proc:
             return self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"{' '.join(self.argv[2:])} did not exit within {timeout:.0f}s; stderr:\n"
-                                 f"{self.stderr[-3000:]}") from None
+            raise AssertionError(
+                f"{' '.join(self.argv[2:])} did not exit within {timeout:.0f}s; stderr:\n"
+                f"{self.stderr[-3000:]}"
+            ) from None
 
     def stop(self, timeout: float = 20) -> int:
         """SIGTERM, then wait (SIGKILL if it does not exit in time)."""
@@ -104,8 +113,9 @@ class Proc:
     def wait_log(self, needle: str, timeout: float) -> None:
         """Wait until ``needle`` appears in the process's stderr."""
         wait_for(lambda: needle in self.stderr or not self.running(), timeout, f"{needle!r} in the log")
-        assert needle in self.stderr, f"exited ({self.proc.returncode}) before logging {needle!r}:\n" \
-                                      f"{self.stderr[-3000:]}"
+        assert needle in self.stderr, (
+            f"exited ({self.proc.returncode}) before logging {needle!r}:\n{self.stderr[-3000:]}"
+        )
 
 
 class Procs:
@@ -162,8 +172,10 @@ def group_info(r: redis.Redis) -> dict[str, Any] | None:
         return None
     for g in groups:
         if g["name"] in (b"dedupd", "dedupd"):
-            return {"pending": int(g["pending"]),
-                    "delivered_all": g["last-delivered-id"] == stream["last-generated-id"]}
+            return {
+                "pending": int(g["pending"]),
+                "delivered_all": g["last-delivered-id"] == stream["last-generated-id"],
+            }
     return None
 
 
@@ -174,11 +186,14 @@ def drained(r: redis.Redis) -> bool:
 
 def wait_drained(r: redis.Redis, timeout: float, *watch: Proc) -> None:
     """Wait until every entry was delivered and acknowledged; fails early when a watched process died."""
+
     def cond() -> bool:
         for p in watch:
             if not p.running():
-                raise AssertionError(f"{' '.join(p.argv[2:])} exited ({p.proc.returncode}) before the stream "
-                                     f"drained:\n{p.stderr[-3000:]}")
+                raise AssertionError(
+                    f"{' '.join(p.argv[2:])} exited ({p.proc.returncode}) before the stream "
+                    f"drained:\n{p.stderr[-3000:]}"
+                )
         return drained(r)
 
     wait_for(cond, timeout, "the consumer group to drain (no lag, nothing pending)", poll=0.1)
@@ -193,7 +208,7 @@ def push_many(r: redis.Redis, docs: list[dict[str, str]], chunk: int = 1000) -> 
     ids: list[str] = []
     for i in range(0, len(docs), chunk):
         pipe = r.pipeline(transaction=False)
-        for d in docs[i:i + chunk]:
+        for d in docs[i : i + chunk]:
             pipe.xadd(DOCS, d)  # type: ignore[arg-type]
         ids += [x.decode() for x in pipe.execute()]
     return ids
@@ -264,8 +279,10 @@ def assert_no_rebuild_in_progress(url: str) -> dict[str, Any]:
     """``dedupd stats --json`` says that no rebuild is in progress; returns the stats."""
     stats = stats_json(url)
     fields = rebuild_progress_fields(stats)
-    assert fields, ("`dedupd stats --json` does not say whether a rebuild is in progress (no field naming a "
-                    f"rebuild or a next generation): {sorted(stats)}")
+    assert fields, (
+        "`dedupd stats --json` does not say whether a rebuild is in progress (no field naming a "
+        f"rebuild or a next generation): {sorted(stats)}"
+    )
     in_progress = {k: v for k, v in fields.items() if v not in (None, False, 0, "", [], {}, "none", "idle")}
     assert not in_progress, f"`dedupd stats --json` shows a rebuild in progress: {in_progress}"
     return stats

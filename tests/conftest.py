@@ -30,9 +30,22 @@ def start_redis_server(workdir: Path, *extra: str) -> tuple[subprocess.Popen[byt
     port = free_port()
     workdir.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(
-        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(workdir), *extra],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            exe,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(workdir),
+            *extra,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 10
     client = redis.Redis(port=port)
@@ -92,7 +105,6 @@ def _compiled_kernels() -> None:
     (seconds each on a fresh checkout). Both schemes, ASCII and non-ASCII texts, an append."""
     from dedupd.fingerprint import AppendTo, Fingerprinter
     from dedupd.spec import IndexSpec
-
     from dedupd.verify import jaccard_pairs
 
     for scheme in ("oph", "classic"):

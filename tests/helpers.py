@@ -13,9 +13,47 @@ from dedupd.daemon import Daemon
 from dedupd.keys import Keys
 from dedupd.settings import load_settings
 
-VOCAB = ("market rising bank earnings report quarter profit shares investor growth company sales rate "
-         "policy central inflation energy price oil demand supply chain retail consumer tech chip data "
-         "cloud service network mobile device launch model research study climate weather storm").split()
+VOCAB = [
+    "market",
+    "rising",
+    "bank",
+    "earnings",
+    "report",
+    "quarter",
+    "profit",
+    "shares",
+    "investor",
+    "growth",
+    "company",
+    "sales",
+    "rate",
+    "policy",
+    "central",
+    "inflation",
+    "energy",
+    "price",
+    "oil",
+    "demand",
+    "supply",
+    "chain",
+    "retail",
+    "consumer",
+    "tech",
+    "chip",
+    "data",
+    "cloud",
+    "service",
+    "network",
+    "mobile",
+    "device",
+    "launch",
+    "model",
+    "research",
+    "study",
+    "climate",
+    "weather",
+    "storm",
+]
 
 
 def text(rng: random.Random, n: int = 60) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -19,7 +20,6 @@ from helpers import alerts, text, variant
 from dedupd.gateway import Gateway
 from dedupd.keys import Keys
 from dedupd.settings import load_settings
-from dedupd.spec import IndexSpec
 
 DEDUPD = [sys.executable, "-m", "dedupd"]
 
@@ -29,7 +29,13 @@ class Served:
 
     def __init__(self, url: str, log: Path, *args: str, command: list[str] | None = None, **env: str) -> None:
         self.log = log
-        e = {**os.environ, "DEDUPD_REDIS_URL": url, "DEDUPD_BLOCK_MS": "100", "DEDUPD_METRICS_PORT": "0", **env}
+        e = {
+            **os.environ,
+            "DEDUPD_REDIS_URL": url,
+            "DEDUPD_BLOCK_MS": "100",
+            "DEDUPD_METRICS_PORT": "0",
+            **env,
+        }
         argv = [*(command or [*DEDUPD, "serve"]), *args]
         with open(log, "ab") as err:
             self.proc = subprocess.Popen(argv, env=e, stdout=subprocess.DEVNULL, stderr=err)
@@ -60,7 +66,9 @@ def counter(r: redis.Redis, name: str, prefix: str = "dedupd") -> int:
     return int(r.hget(Keys(prefix).counters, name) or 0)
 
 
-def pairs_corpus(n_pairs: int, seed: int, words: int = 50) -> tuple[list[dict[str, str]], set[tuple[str, str]]]:
+def pairs_corpus(
+    n_pairs: int, seed: int, words: int = 50
+) -> tuple[list[dict[str, str]], set[tuple[str, str]]]:
     """``p<i>a`` and a one-word variant ``p<i>b`` (pushed right after it): each b is a duplicate of its a."""
     rng = random.Random(seed)
     docs, expected = [], set()
@@ -72,8 +80,13 @@ def pairs_corpus(n_pairs: int, seed: int, words: int = 50) -> tuple[list[dict[st
     return docs, expected
 
 
-def check_exactly_once(r: redis.Redis, expected: set[tuple[str, str]], inputs: dict[str, str],
-                       prefix: str = "dedupd", ordered: bool = True) -> list[dict[str, Any]]:
+def check_exactly_once(
+    r: redis.Redis,
+    expected: set[tuple[str, str]],
+    inputs: dict[str, str],
+    prefix: str = "dedupd",
+    ordered: bool = True,
+) -> list[dict[str, Any]]:
     """Every expected pair alerted exactly once (one alert per input entry and per document), nothing else.
 
     Args:
@@ -139,8 +152,21 @@ class RedisProc:
         exe = shutil.which("redis-server")
         assert exe is not None
         self.proc = subprocess.Popen(
-            [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.workdir), "--save", "",
-             *self.extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                exe,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.workdir),
+                "--save",
+                "",
+                *self.extra,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         if wait:
             self.wait_up()
 
@@ -160,10 +186,8 @@ class RedisProc:
 
     def shutdown(self, **client_kw: Any) -> None:
         """SHUTDOWN (the AOF is flushed and fsynced), then wait for the process."""
-        try:
+        with contextlib.suppress(redis.ConnectionError):  # the server closes the connection as it stops
             redis.Redis(port=self.port, **client_kw).shutdown()
-        except redis.ConnectionError:
-            pass
         assert self.proc is not None
         self.proc.wait(timeout=30)
 

@@ -28,7 +28,7 @@ def test_trimming_keeps_every_entry_not_yet_processed(r: redis.Redis, redis_url:
     done.stream.trim(0)
     left = [e.decode() for e, _ in r.xrange(Keys().docs)]
     assert len(left) < 1000  # acknowledged history went (in whole stream nodes: XTRIM MINID ~) ...
-    assert left[-301:] == ids[1200:] + [left[-1]] and set(ids[1000:1200]) <= set(left)  # ... nothing else
+    assert left[-301:] == [*ids[1200:], left[-1]] and set(ids[1000:1200]) <= set(left)  # ... nothing else
     # the stranded entries are claimed and processed later: nothing was lost
     rescuer = make_daemon(redis_url, consumer="rescuer", claim_idle_ms=100, batch_size=500)
     for _ in range(1000):
@@ -48,8 +48,9 @@ def test_retention_keeps_recent_history(r: redis.Redis, redis_url: str) -> None:
         assert r.xlen(Keys().docs) == 500
 
 
-def test_push_max_lag_bounds_the_stream_while_producers_outpace_the_daemon(r: redis.Redis, redis_url: str,
-                                                                          tmp_path: Path) -> None:
+def test_push_max_lag_bounds_the_stream_while_producers_outpace_the_daemon(
+    r: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
     n, max_lag = 20_000, 1000
     rng = random.Random(72)
     src = tmp_path / "docs.jsonl"
@@ -67,8 +68,13 @@ def test_push_max_lag_bounds_the_stream_while_producers_outpace_the_daemon(r: re
     sampler.start()
     try:
         env = {**os.environ, "DEDUPD_REDIS_URL": redis_url}
-        pushed = subprocess.run([*DEDUPD, "push", str(src), "--max-lag", str(max_lag), "--wait"], env=env,
-                                capture_output=True, text=True, timeout=300)
+        pushed = subprocess.run(
+            [*DEDUPD, "push", str(src), "--max-lag", str(max_lag), "--wait"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     finally:
         stop.set()
         sampler.join()

@@ -7,18 +7,51 @@ import random
 from typing import Any
 
 import redis
-from hypothesis import HealthCheck, given, settings, strategies as st
 from helpers import alerts, dead, drain, make_daemon, pending, push, text, variant
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dedupd.daemon import Daemon
 from dedupd.entries import CODES
 from dedupd.keys import Keys
 
 SENTINEL = "\x00sentinel\x00"
-NASTY_IDS = ["", "x" * 65, "é" * 40, "a:b", "{dedupd:ids}:fwd", "}{", "with space", "line\nbreak", "dedupd:doc:1",
-             "*", "\r\n", "\t", "0", "-1", "1-0", "{", "}", ":"]
-JSONS = ["[1,", '["a","b"]', '{"k": 1}', "[1, 2]", "null", '["\\ud800"]', '"str"', "{}", "[]", '{"a": [1, {}]}',
-         "\x00", "NaN", '{"k": NaN}', "[" * 2000 + "]" * 2000]
+NASTY_IDS = [
+    "",
+    "x" * 65,
+    "é" * 40,
+    "a:b",
+    "{dedupd:ids}:fwd",
+    "}{",
+    "with space",
+    "line\nbreak",
+    "dedupd:doc:1",
+    "*",
+    "\r\n",
+    "\t",
+    "0",
+    "-1",
+    "1-0",
+    "{",
+    "}",
+    ":",
+]
+JSONS = [
+    "[1,",
+    '["a","b"]',
+    '{"k": 1}',
+    "[1, 2]",
+    "null",
+    '["\\ud800"]',
+    '"str"',
+    "{}",
+    "[]",
+    '{"a": [1, {}]}',
+    "\x00",
+    "NaN",
+    '{"k": NaN}',
+    "[" * 2000 + "]" * 2000,
+]
 
 
 def _b(v: str | bytes) -> bytes:
@@ -28,13 +61,37 @@ def _b(v: str | bytes) -> bytes:
 strings = st.one_of(st.text(max_size=30), st.binary(max_size=30)).map(_b)
 ids = st.one_of(st.sampled_from(NASTY_IDS).map(_b), strings, st.sampled_from([b"\xff", b"\xc3", b"ok\x80"]))
 texts = st.one_of(
-    st.text(max_size=300).map(_b), st.binary(max_size=300),
-    st.sampled_from([b"\xff\xfe bad", b"x" * 2001, ("lorem ipsum dolor " * 200).encode(),
-                     ("lorem ipsum dolor " * 110)[:1999].encode(), b"", b" \n\t ", "\u200b\u0301".encode()]))
-ops = st.sampled_from([b"upsert", b"append", b"delete", b"APPEND", b" delete ", b"merge", b"", b"\xc3", b"x" * 40])
+    st.text(max_size=300).map(_b),
+    st.binary(max_size=300),
+    st.sampled_from(
+        [
+            b"\xff\xfe bad",
+            b"x" * 2001,
+            ("lorem ipsum dolor " * 200).encode(),
+            ("lorem ipsum dolor " * 110)[:1999].encode(),
+            b"",
+            b" \n\t ",
+            "\u200b\u0301".encode(),
+        ]
+    ),
+)
+ops = st.sampled_from(
+    [b"upsert", b"append", b"delete", b"APPEND", b" delete ", b"merge", b"", b"\xc3", b"x" * 40]
+)
 jsons = st.one_of(st.sampled_from(JSONS).map(_b), strings)
-known = st.fixed_dictionaries({}, optional={b"id": ids, b"text": texts, b"op": ops, b"source": strings,
-                                            b"items": jsons, b"meta": jsons, b"error": strings, b"input": strings})
+known = st.fixed_dictionaries(
+    {},
+    optional={
+        b"id": ids,
+        b"text": texts,
+        b"op": ops,
+        b"source": strings,
+        b"items": jsons,
+        b"meta": jsons,
+        b"error": strings,
+        b"input": strings,
+    },
+)
 arbitrary = st.dictionaries(st.binary(max_size=8), st.binary(max_size=60), max_size=5)
 field_maps = st.one_of(known, known, arbitrary).filter(bool)
 
@@ -45,8 +102,17 @@ def _snapshot(r: redis.Redis, daemon: Daemon, num: int) -> tuple[Any, ...]:
     assert rec is not None
     fp = rec.fingerprint
     raw = r.dump(Keys().doc(num)) if hasattr(Keys, "doc") else None
-    return (raw, r.hget(Keys().id_forward, SENTINEL), rec.doc_id, rec.entry_id, rec.source, fp.raw.tobytes(),
-            fp.shingles.tobytes(), fp.tail, fp.n_units)
+    return (
+        raw,
+        r.hget(Keys().id_forward, SENTINEL),
+        rec.doc_id,
+        rec.entry_id,
+        rec.source,
+        fp.raw.tobytes(),
+        fp.shingles.tobytes(),
+        fp.tail,
+        fp.n_units,
+    )
 
 
 def test_arbitrary_entries_are_processed_or_dead_lettered(r: redis.Redis, redis_url: str) -> None:

@@ -20,8 +20,9 @@ def run(redis_url: str):  # type: ignore[no-untyped-def]
     runner = CliRunner()
 
     def invoke(*args: str, input: str | None = None):  # type: ignore[no-untyped-def]
-        return runner.invoke(cli, list(args), input=input, env={"DEDUPD_REDIS_URL": redis_url},
-                             catch_exceptions=False)
+        return runner.invoke(
+            cli, list(args), input=input, env={"DEDUPD_REDIS_URL": redis_url}, catch_exceptions=False
+        )
 
     return invoke
 
@@ -32,10 +33,12 @@ def entries(r: redis.Redis) -> list[dict[str, str]]:
 
 def test_push_jsonl_and_text(run, r: redis.Redis, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     f = tmp_path / "mixed.txt"
-    f.write_text('{"id": 7, "text": "seven", "items": ["a"], "meta": {"k": 1}, "source": "s"}\n'
-                 "\n"
-                 "just a line of text\n"
-                 '{"id": "x", "op": "delete"}\n')
+    f.write_text(
+        '{"id": 7, "text": "seven", "items": ["a"], "meta": {"k": 1}, "source": "s"}\n'
+        "\n"
+        "just a line of text\n"
+        '{"id": "x", "op": "delete"}\n'
+    )
     res = run("push", str(f))
     assert res.exit_code == 0, res.output
     assert entries(r) == [
@@ -48,7 +51,9 @@ def test_push_jsonl_and_text(run, r: redis.Redis, tmp_path: Path) -> None:  # ty
 def test_push_strict_jsonl_reports_bad_lines_and_keeps_the_rest(run, r: redis.Redis) -> None:  # type: ignore[no-untyped-def]
     res = run("push", "-", "--format", "jsonl", input='{"id": "a", "text": "t"}\n{broken\nplain\n')
     assert res.exit_code == 1
-    assert "stdin:2: skipped: invalid JSON" in res.output and "stdin:3: skipped: not a JSON object" in res.output
+    assert (
+        "stdin:2: skipped: invalid JSON" in res.output and "stdin:3: skipped: not a JSON object" in res.output
+    )
     assert [e["id"] for e in entries(r)] == ["a"]
 
 
@@ -66,14 +71,23 @@ def test_push_empty_object_is_a_bad_line_and_chunks_keep_order(run, r: redis.Red
 def test_push_text_format_and_id_prefix(run, r: redis.Redis) -> None:  # type: ignore[no-untyped-def]
     res = run("push", "-", "--format", "text", "--id-prefix", "mail-", input='{"not": "json mode"}\nhello\n')
     assert res.exit_code == 0
-    assert [(e["id"], e["text"]) for e in entries(r)] == [("mail-1", '{"not": "json mode"}'), ("mail-2", "hello")]
+    assert [(e["id"], e["text"]) for e in entries(r)] == [
+        ("mail-1", '{"not": "json mode"}'),
+        ("mail-2", "hello"),
+    ]
 
 
 def test_alerts_text_and_json(run, r: redis.Redis, redis_url: str) -> None:  # type: ignore[no-untyped-def]
     rng = random.Random(3)
     base = text(rng)
-    run("push", "-", input=json.dumps({"id": "a", "text": base}) + "\n"
-        + json.dumps({"id": "b", "text": variant(rng, base), "meta": {"n": 1}}) + "\n")
+    run(
+        "push",
+        "-",
+        input=json.dumps({"id": "a", "text": base})
+        + "\n"
+        + json.dumps({"id": "b", "text": variant(rng, base), "meta": {"n": 1}})
+        + "\n",
+    )
     drain(make_daemon(redis_url))
     res = run("alerts")
     assert res.exit_code == 0 and res.output.startswith("b ~ a  similarity 0.") and "cluster a" in res.output

@@ -45,12 +45,20 @@ class Cluster:
 
     def __init__(self, workdir: Path) -> None:
         self.dir = workdir
-        out = subprocess.run(["bash", str(SCRIPTS / "cluster-up.sh"), "", str(workdir)], capture_output=True,
-                             check=False, text=True, timeout=120,
-                             env={**os.environ, "CLUSTER_NODE_TIMEOUT": "2000"})
+        out = subprocess.run(
+            ["bash", str(SCRIPTS / "cluster-up.sh"), "", str(workdir)],
+            capture_output=True,
+            check=False,
+            text=True,
+            timeout=120,
+            env={**os.environ, "CLUSTER_NODE_TIMEOUT": "2000"},
+        )
         if out.returncode != 0:
-            subprocess.run(["bash", str(SCRIPTS / "cluster-down.sh"), str(workdir), "--keep"], capture_output=True,
-                           check=False)
+            subprocess.run(
+                ["bash", str(SCRIPTS / "cluster-down.sh"), str(workdir), "--keep"],
+                capture_output=True,
+                check=False,
+            )
             raise RuntimeError(f"cluster-up.sh failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
         m = re.search(r"DEDUPD_REDIS_URL=(\S+) DEDUPD_REDIS_CLUSTER=1", out.stdout)
         assert m, out.stdout
@@ -73,8 +81,12 @@ class Cluster:
         return int((self.dir / str(port) / "redis.pid").read_text())
 
     def down(self) -> None:
-        subprocess.run(["bash", str(SCRIPTS / "cluster-down.sh"), str(self.dir)], capture_output=True, timeout=60,
-                       check=False)
+        subprocess.run(
+            ["bash", str(SCRIPTS / "cluster-down.sh"), str(self.dir)],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
 
 
 def _running_cluster(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Cluster]:
@@ -113,12 +125,22 @@ def _drained(client: Any, n: int) -> bool:
     return state is not None and state["added"] >= n and state["lag"] == 0 and state["pending"] == 0
 
 
-def _run(url: str, client: Any, docs: list[dict[str, str]], tmp_path: Path, name: str, consumers: int = 1,
-         cluster: bool = True, **env: str) -> dict[str, str]:
+def _run(
+    url: str,
+    client: Any,
+    docs: list[dict[str, str]],
+    tmp_path: Path,
+    name: str,
+    consumers: int = 1,
+    cluster: bool = True,
+    **env: str,
+) -> dict[str, str]:
     inputs = push_corpus(client, docs)
     extra = {"DEDUPD_REDIS_CLUSTER": "1"} if cluster else {}
-    daemons = [Served(url, tmp_path / f"{name}-{k}.log", "--batch-size", "64", **extra, **env)
-               for k in range(consumers)]
+    daemons = [
+        Served(url, tmp_path / f"{name}-{k}.log", "--batch-size", "64", **extra, **env)
+        for k in range(consumers)
+    ]
     wait_for(lambda: _drained(client, len(docs)), 180, f"{name}: every entry processed", poll=0.1)
     for d in daemons:
         assert d.stop() == 0, d.stderr
@@ -139,8 +161,12 @@ def _corpus(seed: int) -> tuple[list[dict[str, str]], set[frozenset[str]]]:
         for m in members:
             docs.append({"id": m, "text": variant(rng, base)})
     # updates: a delete, an append, an upsert to other text, and a late copy of the first document
-    docs += [{"id": "p1a", "op": "delete"}, {"id": "p2b", "op": "append", "text": "and a few more words here"},
-             {"id": "p3a", "text": text(rng, 60)}, {"id": "late", "text": docs[0]["text"]}]
+    docs += [
+        {"id": "p1a", "op": "delete"},
+        {"id": "p2b", "op": "append", "text": "and a few more words here"},
+        {"id": "p3a", "text": text(rng, 60)},
+        {"id": "late", "text": docs[0]["text"]},
+    ]
     pairs.add(frozenset(("late", "p0a")))
     return docs, pairs
 
@@ -156,8 +182,9 @@ def _once_per_input(client: Any, inputs: dict[str, str]) -> None:
     assert all(inputs[a["input"]] == a["id"] for a in got)
 
 
-def test_cluster_finds_the_same_pairs_as_a_single_redis(rc: Any, cluster: Cluster, r: redis.Redis,
-                                                         redis_url: str, tmp_path: Path) -> None:
+def test_cluster_finds_the_same_pairs_as_a_single_redis(
+    rc: Any, cluster: Cluster, r: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
     docs, pairs = _corpus(71)
     single_inputs = _run(redis_url, r, docs, tmp_path, "single", cluster=False)
     single = _found(r)
@@ -166,14 +193,18 @@ def test_cluster_finds_the_same_pairs_as_a_single_redis(rc: Any, cluster: Cluste
     assert _found(rc) == single
     _once_per_input(rc, cluster_inputs)
     _once_per_input(r, single_inputs)
+
     # one consumer: the same alerts, document by document
-    key = lambda a: (a["id"], a["duplicate_of"], a["similarity"], str(a["matches"]), a["cluster"])
+    def key(a: dict[str, Any]) -> tuple[Any, ...]:
+        return (a["id"], a["duplicate_of"], a["similarity"], str(a["matches"]), a["cluster"])
+
     assert sorted(map(key, alerts(rc))) == sorted(map(key, alerts(r)))
     assert counter(rc, "processed") == len(docs)
 
 
-def test_four_consumers_on_the_cluster_find_the_same_pairs_as_one(rc: Any, cluster: Cluster,
-                                                                  tmp_path: Path) -> None:
+def test_four_consumers_on_the_cluster_find_the_same_pairs_as_one(
+    rc: Any, cluster: Cluster, tmp_path: Path
+) -> None:
     docs, pairs = _corpus(72)
     _run(cluster.url, rc, docs, tmp_path, "one")
     one = _found(rc)
@@ -201,15 +232,19 @@ def _primary_of(client: Any, key: str) -> int:
     return int(node.port)
 
 
-def test_failover_of_a_primary_mid_run_loses_and_doubles_nothing(own_cluster: Cluster, tmp_path: Path) -> None:
+def test_failover_of_a_primary_mid_run_loses_and_doubles_nothing(
+    own_cluster: Cluster, tmp_path: Path
+) -> None:
     """SIGKILL the primary holding the input stream while two daemons work; its replica takes over."""
     client = own_cluster.client()
     docs, expected = pairs_corpus(1500, 73, words=60)
     inputs = push_corpus(client, docs)
     victim_port = _primary_of(client, Keys().docs)
     time.sleep(0.5)  # let the replicas catch up with the push (replication is asynchronous)
-    daemons = [serve(own_cluster.url, tmp_path / f"serve-{k}.log", "--batch-size", "50",
-                     DEDUPD_CLAIM_IDLE_MS="3000") for k in range(2)]
+    daemons = [
+        serve(own_cluster.url, tmp_path / f"serve-{k}.log", "--batch-size", "50", DEDUPD_CLAIM_IDLE_MS="3000")
+        for k in range(2)
+    ]
     wait_for(lambda: counter(client, "processed") >= 300, 120, "300 documents processed")
     os.kill(own_cluster.pid(victim_port), signal.SIGKILL)
     processed_at_kill = counter(client, "processed")
@@ -221,21 +256,37 @@ def test_failover_of_a_primary_mid_run_loses_and_doubles_nothing(own_cluster: Cl
     def promoted() -> bool:
         cli = ["redis-cli", "-p", str(other), "cluster"]
         info = subprocess.run([*cli, "info"], capture_output=True, text=True, check=False).stdout
-        nodes = subprocess.run([*cli, "nodes"], capture_output=True, text=True, check=False).stdout.splitlines()
+        nodes = subprocess.run(
+            [*cli, "nodes"], capture_output=True, text=True, check=False
+        ).stdout.splitlines()
         victim = [n for n in nodes if f":{victim_port}@" in n]
         live_primaries = [n for n in nodes if "master" in n.split()[2] and "fail" not in n.split()[2]]
-        return ("cluster_state:ok" in info and bool(victim) and "fail" in victim[0].split()[2]
-                and len(live_primaries) == 3)
+        return (
+            "cluster_state:ok" in info
+            and bool(victim)
+            and "fail" in victim[0].split()[2]
+            and len(live_primaries) == 3
+        )
 
     wait_for(promoted, 60, "the replica to be promoted", poll=0.1)
     recovered_s = time.monotonic() - killed_at
     fresh = redis.cluster.RedisCluster(host="127.0.0.1", port=other)  # the URL's node may be the dead one
     # a daemon started now, with a URL naming the dead node first and a live one after it, joins them
-    late = serve(f"redis://127.0.0.1:{victim_port},127.0.0.1:{other}", tmp_path / "serve-late.log",
-                 "--batch-size", "50", "--consumer", "late")
+    late = serve(
+        f"redis://127.0.0.1:{victim_port},127.0.0.1:{other}",
+        tmp_path / "serve-late.log",
+        "--batch-size",
+        "50",
+        "--consumer",
+        "late",
+    )
     daemons.append(late)
-    wait_for(lambda: "late" in {_s(c["name"]) for c in fresh.xinfo_consumers(Keys().docs, "dedupd")}, 60,
-             "the late daemon to join the group", poll=0.1)
+    wait_for(
+        lambda: "late" in {_s(c["name"]) for c in fresh.xinfo_consumers(Keys().docs, "dedupd")},
+        60,
+        "the late daemon to join the group",
+        poll=0.1,
+    )
     wait_for(lambda: _drained(fresh, len(docs)), 240, "every entry processed after the failover", poll=0.2)
     for d in daemons:
         assert d.proc.poll() is None, d.stderr  # carried on

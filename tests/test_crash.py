@@ -27,8 +27,9 @@ def _kill_mid_batch(r: redis.Redis, victim: Served, after: int) -> None:
     assert pending(r) > 0, "the kill did not land between a read and its acknowledgement"
 
 
-def test_kill9_mid_batch_then_restart_gives_the_undisturbed_result(r: redis.Redis, redis_url: str,
-                                                                   tmp_path: Path) -> None:
+def test_kill9_mid_batch_then_restart_gives_the_undisturbed_result(
+    r: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
     """The restarted consumer (same name) re-reads its pending entries: index and alerts as if nothing happened."""
     docs, expected = pairs_corpus(1500, 21, words=120)
     push_corpus(r, docs, prefix="ref")  # the undisturbed run, in process, under another prefix
@@ -56,8 +57,15 @@ def test_kill9_mid_batch_another_consumer_claims(r: redis.Redis, redis_url: str,
     _kill_mid_batch(r, victim, 500)
     stranded = r.xpending_range(Keys().docs, "dedupd", "-", "+", 10_000, consumername="victim")
     assert stranded
-    rescuer = Served(redis_url, tmp_path / "rescuer.log", "--batch-size", "500", "--consumer", "rescuer",
-                     DEDUPD_CLAIM_IDLE_MS="500")
+    rescuer = Served(
+        redis_url,
+        tmp_path / "rescuer.log",
+        "--batch-size",
+        "500",
+        "--consumer",
+        "rescuer",
+        DEDUPD_CLAIM_IDLE_MS="500",
+    )
     assert wait_drained(r, Keys(), 120), rescuer.stderr
     assert rescuer.stop() == 0
     assert "claimed" in rescuer.stderr and "Traceback" not in rescuer.stderr
@@ -67,8 +75,9 @@ def test_kill9_mid_batch_another_consumer_claims(r: redis.Redis, redis_url: str,
     assert dead(r) == []
 
 
-def test_poison_entry_that_crashes_the_daemon_is_dead_lettered_alone(r: redis.Redis, redis_url: str,
-                                                                     tmp_path: Path) -> None:
+def test_poison_entry_that_crashes_the_daemon_is_dead_lettered_alone(
+    r: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
     """An entry that kills its consumer each time ends in dedupd:dead (max_deliveries); its batch neighbours
     are processed, not dead-lettered with it."""
     docs, expected = pairs_corpus(40, 23)
@@ -76,11 +85,23 @@ def test_poison_entry_that_crashes_the_daemon_is_dead_lettered_alone(r: redis.Re
     poison = r.xadd(Keys().docs, {"id": "poison-1", "text": "this entry crashes the consumer"}).decode()
     inputs |= push_corpus(r, docs[40:])
     crashes = 0
-    for attempt in range(6):
-        worker = Served(redis_url, tmp_path / "worker.log", "--batch-size", "200", "--consumer", "worker",
-                        command=FAULTY, FAULT="crash", DEDUPD_MAX_DELIVERIES="2")
-        wait_for(lambda: worker.proc.poll() is not None or wait_drained(r, Keys(), 0.2, 0.05), 60,  # noqa: B023
-                 "a crash or a drained stream")
+    for _ in range(6):
+        worker = Served(
+            redis_url,
+            tmp_path / "worker.log",
+            "--batch-size",
+            "200",
+            "--consumer",
+            "worker",
+            command=FAULTY,
+            FAULT="crash",
+            DEDUPD_MAX_DELIVERIES="2",
+        )
+        wait_for(
+            lambda w=worker: w.proc.poll() is not None or wait_drained(r, Keys(), 0.2, 0.05),
+            60,
+            "a crash or a drained stream",
+        )
         if worker.proc.poll() is not None:
             assert worker.proc.returncode == -9
             crashes += 1
@@ -101,13 +122,22 @@ def test_poison_entry_that_raises_is_dead_lettered(r: redis.Redis, redis_url: st
     inputs = push_corpus(r, docs[:20])
     poison = r.xadd(Keys().docs, {"id": "poison-2", "text": "processing this raises"}).decode()
     inputs |= push_corpus(r, docs[20:])
-    worker = Served(redis_url, tmp_path / "worker.log", "--batch-size", "200", command=FAULTY, FAULT="raise",
-                    DEDUPD_MAX_DELIVERIES="3", DEDUPD_CLAIM_IDLE_MS="300")
+    worker = Served(
+        redis_url,
+        tmp_path / "worker.log",
+        "--batch-size",
+        "200",
+        command=FAULTY,
+        FAULT="raise",
+        DEDUPD_MAX_DELIVERIES="3",
+        DEDUPD_CLAIM_IDLE_MS="300",
+    )
     assert wait_drained(r, Keys(), 60), worker.stderr
     assert worker.proc.poll() is None  # still serving
     assert worker.stop() == 0
     letters = dead(r)
     assert [(f[b"id"], f[b"error"], f[b"input"].decode()) for f in letters] == [
-        (b"poison-2", b"processing_failed", poison)]
+        (b"poison-2", b"processing_failed", poison)
+    ]
     assert b"injected fault" in letters[0][b"detail"]
     check_exactly_once(r, expected, inputs)

@@ -22,8 +22,9 @@ DEDUPD = [sys.executable, "-m", "dedupd"]
 
 def serve(url: str, *args: str, **env: str) -> subprocess.Popen[str]:
     e = {**os.environ, "DEDUPD_REDIS_URL": url, "DEDUPD_BLOCK_MS": "100", **env}
-    return subprocess.Popen([*DEDUPD, "serve", *args], env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    return subprocess.Popen(
+        [*DEDUPD, "serve", *args], env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def pairs_corpus(n_pairs: int, seed: int) -> tuple[list[dict[str, str]], set[tuple[str, str]]]:
@@ -54,7 +55,7 @@ def test_sigterm_drains_and_leaves_nothing_pending(r: redis.Redis, redis_url: st
         assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.stderr else ""
         time.sleep(0.02)
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=20)
+    _, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
     assert "finishing the current batch" in err and "Traceback" not in err
     assert pending(r) == 0
@@ -118,15 +119,21 @@ def test_embedded_redis_end_to_end(tmp_path: Path) -> None:
     rng = random.Random(14)
     base = text(rng)
     sample = tmp_path / "docs.jsonl"
-    sample.write_text(f'{{"id": "orig", "text": "{base}"}}\n{{"id": "copy", "text": "{variant(rng, base)}"}}\n')
+    sample.write_text(
+        f'{{"id": "orig", "text": "{base}"}}\n{{"id": "copy", "text": "{variant(rng, base)}"}}\n'
+    )
     proc = subprocess.Popen([*DEDUPD, "serve"], env=env, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
         while subprocess.run([*DEDUPD, "check"], env=env, capture_output=True).returncode != 0:
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.2)
-        pushed = subprocess.run([*DEDUPD, "push", str(sample), "--wait", "--timeout", "60"], env=env,
-                                capture_output=True, text=True)
+        pushed = subprocess.run(
+            [*DEDUPD, "push", str(sample), "--wait", "--timeout", "60"],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         if pushed.returncode:
             proc.terminate()
             raise AssertionError(pushed.stderr + proc.communicate(timeout=30)[1])

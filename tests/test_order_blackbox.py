@@ -45,14 +45,17 @@ def _hold_then_release(r: redis.Redis, ghost: str, ids: list[str], until, timeou
     while not until():
         r.xclaim(DOCS, GROUP, ghost, 0, ids, justid=True)
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for the later entries to be processed")
+            raise AssertionError(
+                f"timed out after {timeout:.0f}s waiting for the later entries to be processed"
+            )
         time.sleep(0.1)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("y_known", [False, True], ids=["new-docs", "y-indexed-before"])
-def test_append_and_delete_processed_before_the_upsert_they_follow(r: redis.Redis, procs: Procs,
-                                                                    y_known: bool) -> None:
+def test_append_and_delete_processed_before_the_upsert_they_follow(
+    r: redis.Redis, procs: Procs, y_known: bool
+) -> None:
     """`upsert X=A`, `upsert Y=C` are read by a consumer that dies; `append X B` and `delete Y` (later in the stream)
     are processed first by a live daemon, which claims the dead consumer's upserts afterwards. Stream order must
     win: X is `A\\nB` (not `B` alone), Y stays deleted. With ``y_known``, Y was indexed (as C0) before all that."""
@@ -124,8 +127,13 @@ def _index(r: redis.Redis, procs: Procs, seed: int) -> tuple[list[dict[str, str]
     return docs, daemon
 
 
-def _push_while_rebuilding(r: redis.Redis, daemon, rebuild, updates: list[dict[str, str]],  # type: ignore[no-untyped-def]
-                           every: float = 0.15) -> list[dict[str, str]]:
+def _push_while_rebuilding(
+    r: redis.Redis,
+    daemon,
+    rebuild,
+    updates: list[dict[str, str]],  # type: ignore[no-untyped-def]
+    every: float = 0.15,
+) -> list[dict[str, str]]:
     """Push ``updates`` one by one every ``every`` seconds from the moment the rebuild has begun (and the daemon
     had the time to notice it: it reads every block_ms = 100 ms) until the rebuild exits, so that they land in
     its different phases. Returns those pushed while it was running (skips the test if none was)."""
@@ -139,8 +147,10 @@ def _push_while_rebuilding(r: redis.Redis, daemon, rebuild, updates: list[dict[s
             during.append(fields)
         time.sleep(every)
     if not during:
-        pytest.skip(f"the rebuild ended before any update could be pushed (rc {rebuild.proc.returncode}); "
-                    f"index more documents:\n{rebuild.stderr[-2000:]}")
+        pytest.skip(
+            f"the rebuild ended before any update could be pushed (rc {rebuild.proc.returncode}); "
+            f"index more documents:\n{rebuild.stderr[-2000:]}"
+        )
     return during
 
 
@@ -164,8 +174,9 @@ def test_append_during_stream_rebuild_is_kept(r: redis.Redis, procs: Procs) -> N
     appends = {d["id"]: random_text(rng) for d in docs[-_UPDATED:]}
     texts = {d["id"]: d["text"] for d in docs}
     rebuild = procs.start("rebuild", "--shingle", "word:2", "--wait", "30")
-    pushed = _push_while_rebuilding(r, daemon, rebuild,
-                                    [{"id": x, "op": "append", "text": b} for x, b in appends.items()])
+    pushed = _push_while_rebuilding(
+        r, daemon, rebuild, [{"id": x, "op": "append", "text": b} for x, b in appends.items()]
+    )
     assert rebuild.wait(50) == 0, rebuild.stderr[-3000:]
     daemon = _daemon_after_switch(procs, daemon, DEDUPD_SHINGLE="word:2")
     wait_drained(r, 30, daemon)
@@ -182,8 +193,10 @@ def test_append_during_stream_rebuild_is_kept(r: redis.Redis, procs: Procs) -> N
         whole, only_b = probes.matches(x + "=A+B"), probes.matches(x + "=B")
         if whole.get(x, 0.0) < 0.99 or only_b.get(x, 0.0) >= 0.99:
             lost[x] = {"probe A+B matched": whole, "probe B matched": only_b}
-    assert not lost, (f"{len(lost)} of the {len(pushed)} appends pushed during the rebuild were lost (the document "
-                      f"is not `A\\nB`): {lost}")
+    assert not lost, (
+        f"{len(lost)} of the {len(pushed)} appends pushed during the rebuild were lost (the document "
+        f"is not `A\\nB`): {lost}"
+    )
 
 
 @pytest.mark.slow
@@ -196,7 +209,9 @@ def test_delete_during_file_rebuild_is_kept(r: redis.Redis, procs: Procs, tmp_pa
     source = tmp_path / "docs.jsonl"
     source.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
     rebuild = procs.start("rebuild", "--shingle", "word:2", "--from", str(source), "--wait", "30")
-    pushed = _push_while_rebuilding(r, daemon, rebuild, [{"id": d["id"], "op": "delete"} for d in docs[-_UPDATED:]])
+    pushed = _push_while_rebuilding(
+        r, daemon, rebuild, [{"id": d["id"], "op": "delete"} for d in docs[-_UPDATED:]]
+    )
     assert rebuild.wait(50) == 0, rebuild.stderr[-3000:]
     daemon = _daemon_after_switch(procs, daemon, DEDUPD_SHINGLE="word:2")
     wait_drained(r, 30, daemon)
@@ -210,5 +225,7 @@ def test_delete_during_file_rebuild_is_kept(r: redis.Redis, procs: Procs, tmp_pa
     assert probes.matches("kept").get(docs[0]["id"], 0.0) >= 0.99  # the index answers after the switch
     back = {u["id"]: probes.matches(u["id"]) for u in pushed}
     back = {z: m for z, m in back.items() if z in m}
-    assert not back, (f"{len(back)} of the {len(pushed)} documents deleted during the rebuild came back (a copy of "
-                      f"the text matched them): {back}")
+    assert not back, (
+        f"{len(back)} of the {len(pushed)} documents deleted during the rebuild came back (a copy of "
+        f"the text matched them): {back}"
+    )

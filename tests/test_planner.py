@@ -24,8 +24,12 @@ def record(version: int) -> Record:
 
 
 def state(version: int | None = None, tomb: int | None = None, inflight: tuple[int, ...] = ()) -> DocState:
-    return DocState(1, record(version) if version is not None else None, f"{tomb}-0" if tomb else None,
-                    tuple(f"{i}-0" for i in inflight))
+    return DocState(
+        1,
+        record(version) if version is not None else None,
+        f"{tomb}-0" if tomb else None,
+        tuple(f"{i}-0" for i in inflight),
+    )
 
 
 @pytest.mark.parametrize(
@@ -38,14 +42,26 @@ def state(version: int | None = None, tomb: int | None = None, inflight: tuple[i
         (entry(5, Op.DELETE), state(version=7), Action.SKIP),  # a delete superseded by a newer upsert
         (entry(5), state(tomb=7), Action.SKIP),  # an upsert older than the delete that removed the doc
         (entry(9), state(tomb=7), Action.APPLY),  # re-created after its delete
-        (entry(5, Op.APPEND), state(inflight=(3, 5)), Action.DEFER),  # the upsert before it is not applied yet
-        (entry(5, Op.APPEND), state(version=3, inflight=(3, 5)), Action.APPLY),  # it was (crash before the ack)
+        (
+            entry(5, Op.APPEND),
+            state(inflight=(3, 5)),
+            Action.DEFER,
+        ),  # the upsert before it is not applied yet
+        (
+            entry(5, Op.APPEND),
+            state(version=3, inflight=(3, 5)),
+            Action.APPLY,
+        ),  # it was (crash before the ack)
         (entry(5, Op.DELETE), state(version=2, inflight=(4, 5, 8)), Action.DEFER),
         (entry(5), state(version=2, inflight=(5, 8)), Action.APPLY),  # only older entries hold it back
         (entry(5), state(tomb=4, inflight=(3, 5)), Action.APPLY),  # 3 was applied before the delete at 4
         # a generation being rebuilt holds a record (version 2) the serving one deleted at 6
         (entry(6, Op.DELETE), state(version=2, tomb=6), Action.APPLY),  # the replayed delete removes it
-        (entry(4), state(version=2, tomb=6), Action.SKIP),  # an upsert older than the delete does not revive it
+        (
+            entry(4),
+            state(version=2, tomb=6),
+            Action.SKIP,
+        ),  # an upsert older than the delete does not revive it
         (entry(8, Op.APPEND), state(version=2, tomb=6), Action.APPLY),  # re-created after the delete
     ],
 )
@@ -67,7 +83,10 @@ def test_step_request_and_runs() -> None:
     assert steps[0].request == "t" and steps[2].request is None
     assert isinstance(steps[1], Step) and steps[1].expected == "1-0"
     assert [[e.entry_id for e in run] for run in unique_runs([up, entry(4, doc="Y"), app, dele])] == [
-        ["1-0", "4-0"], ["2-0"], ["3-0"]]
+        ["1-0", "4-0"],
+        ["2-0"],
+        ["3-0"],
+    ]
 
 
 # ----- simulation: two consumers, crashes, claims, redeliveries -----
@@ -87,7 +106,9 @@ class Store:
     def apply(self, e: Entry) -> None:
         if e.op is Op.DELETE:
             self.text, self.version = None, None
-            self.tombstone = e.entry_id if self.tombstone is None else max(self.tombstone, e.entry_id, key=sid)
+            self.tombstone = (
+                e.entry_id if self.tombstone is None else max(self.tombstone, e.entry_id, key=sid)
+            )
             return
         assert e.text is not None
         self.text = self.text + "\n" + e.text if e.op is Op.APPEND and self.text is not None else e.text
@@ -159,12 +180,15 @@ class World:
 
 
 ops = st.sampled_from([Op.UPSERT, Op.APPEND, Op.DELETE])
-events = st.lists(st.one_of(
-    st.tuples(st.just("read"), st.integers(0, 1), st.integers(1, 3)),
-    st.tuples(st.just("process"), st.integers(0, 1), st.just(0)),
-    st.tuples(st.just("crash"), st.integers(0, 1), st.booleans()),
-    st.tuples(st.just("claim"), st.integers(0, 1), st.just(0)),
-), max_size=14)
+events = st.lists(
+    st.one_of(
+        st.tuples(st.just("read"), st.integers(0, 1), st.integers(1, 3)),
+        st.tuples(st.just("process"), st.integers(0, 1), st.just(0)),
+        st.tuples(st.just("crash"), st.integers(0, 1), st.booleans()),
+        st.tuples(st.just("claim"), st.integers(0, 1), st.just(0)),
+    ),
+    max_size=14,
+)
 
 
 @settings(max_examples=400, deadline=None)

@@ -16,15 +16,24 @@ from dedupd.keys import Keys
 def test_near_duplicates_alerted_with_contract_fields(r: redis.Redis, redis_url: str) -> None:
     rng = random.Random(1)
     a = text(rng)
-    docs = [{"id": "a", "text": a}, {"id": "other", "text": text(rng)},
-            {"id": "b", "text": variant(rng, a), "source": "wire", "meta": {"lang": "en"}}]
+    docs = [
+        {"id": "a", "text": a},
+        {"id": "other", "text": text(rng)},
+        {"id": "b", "text": variant(rng, a), "source": "wire", "meta": {"lang": "en"}},
+    ]
     inputs = push(r, docs)
     drain(make_daemon(redis_url))
     got = alerts(r)
     assert len(got) == 1
     al = got[0]
     assert (al["id"], al["duplicate_of"], al["cluster"], al["input"], al["source"], al["verify"]) == (
-        "b", "a", "a", inputs[2], "wire", "exact")
+        "b",
+        "a",
+        "a",
+        inputs[2],
+        "wire",
+        "exact",
+    )
     assert json.loads(al["meta"]) == {"lang": "en"}
     assert al["matches"][0][0] == "a" and float(al["similarity"]) == al["matches"][0][1] >= 0.8
     assert pending(r) == 0
@@ -73,8 +82,9 @@ def test_upsert_replaces_and_delete_removes(r: redis.Redis, redis_url: str) -> N
     push(r, [{"id": "doc", "op": "delete"}, {"id": "probe-b2", "text": b}])
     drain(daemon)
     got = {x["id"]: x["duplicate_of"] for x in alerts(r)}
-    assert got["probe-b2"] == "probe-b" and "doc" not in [m[0] for x in alerts(r) for m in x["matches"]
-                                                         if x["id"] == "probe-b2"]
+    assert got["probe-b2"] == "probe-b" and "doc" not in [
+        m[0] for x in alerts(r) for m in x["matches"] if x["id"] == "probe-b2"
+    ]
     assert r.hget(Keys().id_forward, "doc") is None
     assert not r.exists(Keys().doc(1))
 
@@ -94,8 +104,15 @@ def test_append_extends_document(r: redis.Redis, redis_url: str) -> None:
 def test_redelivery_changes_nothing_and_alerts_once(r: redis.Redis, redis_url: str) -> None:
     rng = random.Random(6)
     a = text(rng)
-    push(r, [{"id": "a", "text": a}, {"id": "b", "text": variant(rng, a)},
-             {"id": "b", "op": "append", "text": "more words at the end"}, {"text": "no id"}])
+    push(
+        r,
+        [
+            {"id": "a", "text": a},
+            {"id": "b", "text": variant(rng, a)},
+            {"id": "b", "op": "append", "text": "more words at the end"},
+            {"text": "no id"},
+        ],
+    )
     daemon = make_daemon(redis_url)
     batch, _ = daemon._next_batch()
     daemon.processor.process(batch)  # processed but never acknowledged (crash before XACK)
@@ -180,8 +197,9 @@ def test_max_deliveries_dead_letters(r: redis.Redis, redis_url: str) -> None:
     assert [x[b"error"] for x in letters] == [b"max_deliveries"] and pending(r) == 0
 
 
-def test_processing_failure_is_retried_then_dead_lettered(r: redis.Redis, redis_url: str,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_processing_failure_is_retried_then_dead_lettered(
+    r: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An entry that makes processing raise stays pending, is redelivered, and ends in the dead letters."""
     push(r, [{"id": "ok", "text": "fine text here"}, {"id": "boom", "text": "explodes"}])
     daemon = make_daemon(redis_url, max_deliveries=2, claim_idle_ms=100)
@@ -208,7 +226,10 @@ def test_processing_failure_is_retried_then_dead_lettered(r: redis.Redis, redis_
 
 
 def test_baskets(r: redis.Redis, redis_url: str) -> None:
-    push(r, [{"id": "a", "text": "Beer and Bread", "items": ["Beer", "Bread"]}, {"id": "b", "text": "Milk now"}])
+    push(
+        r,
+        [{"id": "a", "text": "Beer and Bread", "items": ["Beer", "Bread"]}, {"id": "b", "text": "Milk now"}],
+    )
     drain(make_daemon(redis_url, baskets="words"))
     got = [(f[b"id"], json.loads(f[b"items"])) for _, f in r.xrange(Keys().baskets)]
     assert got == [(b"a", ["Beer", "Bread"]), (b"b", ["milk", "now"])]
@@ -253,8 +274,15 @@ def test_buckets_follow_upserts_and_deletes(r: redis.Redis, redis_url: str) -> N
     push(r, [{"id": f"d{i}", "text": variant(rng, base, 3)} for i in range(6)])
     drain(daemon)
     assert bucket_members(r) == {n: bands for n in range(1, 7)}
-    push(r, [{"id": "d0", "text": text(rng)}, {"id": "d1", "op": "delete"},
-             {"id": "d2", "op": "append", "text": text(rng)}, {"id": "d3", "text": variant(rng, base, 3)}])
+    push(
+        r,
+        [
+            {"id": "d0", "text": text(rng)},
+            {"id": "d1", "op": "delete"},
+            {"id": "d2", "op": "append", "text": text(rng)},
+            {"id": "d3", "text": variant(rng, base, 3)},
+        ],
+    )
     drain(daemon)
     assert bucket_members(r) == {n: bands for n in (1, 3, 4, 5, 6)}
     push(r, [{"id": f"d{i}", "op": "delete"} for i in range(7)])
@@ -310,8 +338,9 @@ def test_concurrent_upserts_of_one_id_converge(r: redis.Redis, redis_url: str, f
     assert bucket_members(r) == {num: d1.gateway.spec.bands}
 
 
-def test_redelivery_after_a_crash_before_the_alert_still_alerts(r: redis.Redis, redis_url: str,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_redelivery_after_a_crash_before_the_alert_still_alerts(
+    r: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """X indexes `a` and dies before its alert; `b` (a later entry) was handled by Y a moment before and
     could not see `a`. The redelivered `a` must still report `b` (the soak found this pair missing)."""
     rng = random.Random(10)

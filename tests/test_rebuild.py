@@ -13,9 +13,9 @@ import time
 import redis
 from helpers import alerts, drain, make_daemon, pending, push, text, variant
 
+from dedupd.generations import Generations
 from dedupd.keys import Keys
 from dedupd.monitor import wait_drained
-from dedupd.generations import Generations
 
 DEDUPD = [sys.executable, "-m", "dedupd"]
 
@@ -51,13 +51,20 @@ def test_rebuild_rebands_in_process(r: redis.Redis, redis_url: str) -> None:
     assert state.next_gen is None
     assert not list(r.scan_iter(match=b"dedupd:b:0:*")) and not list(r.scan_iter(match=b"dedupd:doc:0:*"))
     more, more_pairs = corpus(2, 20, "y")
-    push(r, more + [{"id": "x0-copy", "text": docs[0]["text"]}])
+    push(r, [*more, {"id": "x0-copy", "text": docs[0]["text"]}])
     drain(make_daemon(redis_url, bands=16, rows=8))
     got = found(r)
-    assert set(got) == pairs | more_pairs | {("x0-copy", "x0a"), ("x0-copy", "x0b")} and len(got) == len(set(got))
+    assert set(got) == pairs | more_pairs | {("x0-copy", "x0a"), ("x0-copy", "x0b")} and len(got) == len(
+        set(got)
+    )
     # a daemon with the old banding now refuses
-    res = subprocess.run([*DEDUPD, "serve"], env={**os.environ, "DEDUPD_REDIS_URL": redis_url}, capture_output=True,
-                         text=True, timeout=60)
+    res = subprocess.run(
+        [*DEDUPD, "serve"],
+        env={**os.environ, "DEDUPD_REDIS_URL": redis_url},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 2 and "dedupd rebuild" in res.stderr
 
 
@@ -86,7 +93,7 @@ def test_rebuild_while_serving_and_pushing(r: redis.Redis, redis_url: str) -> No
         assert res.returncode == 0, res.stderr
         assert wait_drained(r, Keys(), 120)
         after, after_pairs = corpus(5, 50, "c")
-        push(r, after + [{"id": "a0-again", "text": before[0]["text"]}])
+        push(r, [*after, {"id": "a0-again", "text": before[0]["text"]}])
         assert wait_drained(r, Keys(), 120)
     finally:
         serve.send_signal(signal.SIGTERM)

@@ -38,7 +38,6 @@ def procs(redis_url: str, tmp_path: Path) -> Iterator[Procs]:
     yield from procs_fixture(redis_url, tmp_path)
 
 
-
 def _index(r: redis.Redis, procs: Procs, n: int, seed: int, words: int = 60, **env: str):  # type: ignore[no-untyped-def]
     """A running daemon with ``n`` unrelated documents indexed; returns the documents and the daemon."""
     docs = corpus(random.Random(seed), n, "d", words)
@@ -70,8 +69,10 @@ def test_two_rebuilds_started_together_at_most_one_succeeds(r: redis.Redis, proc
     codes = [first.wait(50), second.wait(50)]
     for p in (first, second):
         assert "Traceback" not in p.stderr, p.stderr[-3000:]
-    assert codes.count(0) <= 1, (f"both concurrent rebuilds reported success (exit codes {codes}):\n--- first:\n"
-                                 f"{first.stderr[-1500:]}\n--- second:\n{second.stderr[-1500:]}")
+    assert codes.count(0) <= 1, (
+        f"both concurrent rebuilds reported success (exit codes {codes}):\n--- first:\n"
+        f"{first.stderr[-1500:]}\n--- second:\n{second.stderr[-1500:]}"
+    )
     for p, code in zip((first, second), codes, strict=True):
         if code != 0:
             assert_clean_error(p.stderr, "the refused rebuild")
@@ -79,7 +80,9 @@ def test_two_rebuilds_started_together_at_most_one_succeeds(r: redis.Redis, proc
     stats = assert_no_rebuild_in_progress(procs.url)
     if 0 in codes:
         assert stats["spec"]["num_perm"] == 64, stats["spec"]
-    if not daemon.running():  # a daemon with the old settings may have had to stop; start one with the index's
+    if (
+        not daemon.running()
+    ):  # a daemon with the old settings may have had to stop; start one with the index's
         daemon = procs.serve(DEDUPD_NUM_PERM=str(stats["spec"]["num_perm"]))
     _probe_copies(r, daemon, [docs[0], docs[len(docs) // 2], docs[-1]])
 
@@ -93,7 +96,9 @@ def test_abort_during_a_rebuild_leaves_the_current_generation_serving(r: redis.R
     rebuild = procs.start("rebuild", "--shingle", "word:2", "--wait", "30")
     wait_rebuild_begun(rebuild, daemon)  # it now re-indexes the stream's history
     if not rebuild.running():
-        pytest.skip(f"the rebuild ended before the abort (rc {rebuild.proc.returncode}); index more documents")
+        pytest.skip(
+            f"the rebuild ended before the abort (rc {rebuild.proc.returncode}); index more documents"
+        )
     abort = run_cli(procs.url, "rebuild", "--abort", timeout=50)
     rebuild_rc = rebuild.wait(50)
     assert "Traceback" not in abort.stderr, abort.stderr[-3000:]
@@ -104,13 +109,16 @@ def test_abort_during_a_rebuild_leaves_the_current_generation_serving(r: redis.R
     stats = assert_no_rebuild_in_progress(procs.url)
     assert stats["spec"]["shingle"] == "word:3", (
         f"the aborted rebuild switched the index anyway (rebuild exit {rebuild_rc}): {stats['spec']}\n"
-        f"{rebuild.stderr[-1500:]}")
+        f"{rebuild.stderr[-1500:]}"
+    )
     assert rebuild_rc != 0, f"the aborted rebuild reported success:\n{rebuild.stderr[-1500:]}"
 
     daemon.stop()
     fresh = procs.serve(ready=False)  # the ORIGINAL parameters (defaults: word:3)
     wait_for(lambda: "serving" in fresh.stderr or not fresh.running(), 60, "the daemon to start")
-    assert fresh.running(), f"a daemon with the original parameters refused the index:\n{fresh.stderr[-3000:]}"
+    assert fresh.running(), (
+        f"a daemon with the original parameters refused the index:\n{fresh.stderr[-3000:]}"
+    )
     _probe_copies(r, fresh, [docs[0], docs[len(docs) // 2], docs[-1]])
 
 
@@ -125,13 +133,18 @@ def test_rebuild_keeps_the_parameters_it_is_not_given(r: redis.Redis, procs: Pro
     assert res.returncode == 0, res.stderr[-3000:]
     after = stats_json(procs.url)["spec"]
     assert (after["shingle"], after["num_perm"]) == ("word:2", 64), (
-        f"the rebuild changed parameters it was not given: before {before}, after {after}")
+        f"the rebuild changed parameters it was not given: before {before}, after {after}"
+    )
 
 
-@pytest.mark.parametrize("flags", [["--threshold", "0.5"], ["--threshold", "0.5", "--bands", "25", "--rows", "5"]],
-                         ids=["threshold", "threshold-same-banding"])
-def test_serve_with_another_threshold_refuses_naming_the_flag(r: redis.Redis, procs: Procs,
-                                                              flags: list[str]) -> None:
+@pytest.mark.parametrize(
+    "flags",
+    [["--threshold", "0.5"], ["--threshold", "0.5", "--bands", "25", "--rows", "5"]],
+    ids=["threshold", "threshold-same-banding"],
+)
+def test_serve_with_another_threshold_refuses_naming_the_flag(
+    r: redis.Redis, procs: Procs, flags: list[str]
+) -> None:
     """`dedupd serve --threshold 0.5` on an index built at 0.8 (25 bands x 5 rows) refuses: non-zero exit within
     seconds, a message naming `--threshold`, no traceback; also when the banding asked for is the index's own."""
     _, daemon = _index(r, procs, 50, 404)
@@ -139,8 +152,10 @@ def test_serve_with_another_threshold_refuses_naming_the_flag(r: redis.Redis, pr
     try:
         res = run_cli(procs.url, "serve", *flags, timeout=20)
     except subprocess.TimeoutExpired:
-        pytest.fail(f"`dedupd serve {' '.join(flags)}` on an index built at 0.8 did not refuse: it was still "
-                    "serving after 20 s")
+        pytest.fail(
+            f"`dedupd serve {' '.join(flags)}` on an index built at 0.8 did not refuse: it was still "
+            "serving after 20 s"
+        )
     assert res.returncode != 0, res.stderr[-3000:]
     assert "Traceback" not in res.stderr, res.stderr[-3000:]
     assert "--threshold" in res.stderr, f"the refusal does not name --threshold:\n{res.stderr[-3000:]}"

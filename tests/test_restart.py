@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 from conftest import free_port
-from procs import (DEDUPD, RedisProc, Served, check_exactly_once, check_indexed_once, counter, pairs_corpus,
-                   push_corpus, wait_for)
+from procs import (
+    DEDUPD,
+    RedisProc,
+    Served,
+    check_exactly_once,
+    check_indexed_once,
+    counter,
+    pairs_corpus,
+    push_corpus,
+    wait_for,
+)
 
 from dedupd.connection import connect
 from dedupd.errors import RedisUnavailableError
@@ -72,8 +81,11 @@ def test_redis_unreachable_at_start_retries_then_serves(tmp_path: Path) -> None:
     err = daemon.stderr
     assert f"Redis at redis://127.0.0.1:{server.port}/0 unreachable" in err and "retrying in" in err
     assert "Traceback" not in err
-    delays = [float(line.rsplit("retrying in ", 1)[1].rstrip("s")) for line in err.splitlines()
-              if "unreachable" in line]
+    delays = [
+        float(line.rsplit("retrying in ", 1)[1].rstrip("s"))
+        for line in err.splitlines()
+        if "unreachable" in line
+    ]
     assert delays[:3] == [0.1, 0.2, 0.4] and max(delays) <= 5.0  # capped exponential backoff
 
 
@@ -85,7 +97,9 @@ def test_redis_unreachable_gives_up_with_a_clear_message(tmp_path: Path) -> None
     msg = str(info.value)
     assert "cannot reach Redis at redis://user:***@127.0.0.1:" in msg and "DEDUPD_REDIS_URL" in msg
     assert "s3cret-pw" not in msg
-    shown = subprocess.run([*DEDUPD, "alerts", "--redis-url", url], capture_output=True, text=True, timeout=60)
+    shown = subprocess.run(
+        [*DEDUPD, "alerts", "--redis-url", url], capture_output=True, text=True, timeout=60
+    )
     assert shown.returncode == 2
     assert shown.stderr.startswith("dedupd: error: cannot reach Redis at redis://user:***@")
     assert "Traceback" not in shown.stderr and "s3cret-pw" not in shown.stderr

@@ -20,9 +20,10 @@ def _slow_batch(r: redis.Redis, tmp_path: Path) -> tuple[Served, dict[str, str],
     """Two batches of long texts (each takes about a second) and a daemon that has just read the first."""
     docs, expected = pairs_corpus(BATCH, 31, words=2500)
     inputs = push_corpus(r, docs)
-    daemon = Served(_url(r), tmp_path / "serve.log", "--batch-size",
-                    str(BATCH), "--consumer", "worker")
-    wait_for(lambda: (group_state(r, Keys()) or {"pending": 0})["pending"] > 0, 60, "the first batch to be read")
+    daemon = Served(_url(r), tmp_path / "serve.log", "--batch-size", str(BATCH), "--consumer", "worker")
+    wait_for(
+        lambda: (group_state(r, Keys()) or {"pending": 0})["pending"] > 0, 60, "the first batch to be read"
+    )
     assert counter(r, "processed") == 0  # the batch is in hand, not finished
     return daemon, inputs, expected
 
@@ -32,8 +33,9 @@ def _url(r: redis.Redis) -> str:
     return f"redis://{kw['host']}:{kw['port']}/{kw.get('db', 0)}"
 
 
-def test_sigterm_finishes_the_batch_acknowledges_and_exits_0(r: redis.Redis, redis_url: str,
-                                                             tmp_path: Path) -> None:
+def test_sigterm_finishes_the_batch_acknowledges_and_exits_0(
+    r: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
     daemon, inputs, expected = _slow_batch(r, tmp_path)
     sent = time.monotonic()
     daemon.proc.send_signal(signal.SIGTERM)
@@ -51,7 +53,9 @@ def test_sigterm_finishes_the_batch_acknowledges_and_exits_0(r: redis.Redis, red
     check_indexed_once(r, redis_url, inputs)
 
 
-def test_second_signal_exits_at_once_and_nothing_is_lost(r: redis.Redis, redis_url: str, tmp_path: Path) -> None:
+def test_second_signal_exits_at_once_and_nothing_is_lost(
+    r: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
     daemon, inputs, expected = _slow_batch(r, tmp_path)
     daemon.proc.send_signal(signal.SIGTERM)
     time.sleep(0.05)

@@ -17,8 +17,9 @@ from dedupd.stats import collect, human_bytes, render
 
 
 def stats_cli(redis_url: str, *args: str) -> str:
-    res = CliRunner().invoke(cli, ["stats", *args], env={"DEDUPD_REDIS_URL": redis_url},
-                             catch_exceptions=False)
+    res = CliRunner().invoke(
+        cli, ["stats", *args], env={"DEDUPD_REDIS_URL": redis_url}, catch_exceptions=False
+    )
     assert res.exit_code == 0, res.output
     return res.output
 
@@ -61,7 +62,10 @@ def test_counts_after_processing(r: redis.Redis, redis_url: str) -> None:
     assert [(d.name, d.processed, d.alerts, d.dead) for d in s.daemons] == [("stats-probe", 11, 3, 1)]
     spec = daemon.gateway.spec
     assert s.spec is not None and (s.spec["bands"], s.spec["rows"], s.spec["num_perm"]) == (
-        spec.bands, spec.rows, spec.num_perm)
+        spec.bands,
+        spec.rows,
+        spec.num_perm,
+    )
     assert s.memory_per_document is not None and s.memory_per_document > 0
 
     out = render(s)

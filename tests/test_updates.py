@@ -51,13 +51,22 @@ def test_append_updates_the_stored_signature_incrementally(r: redis.Redis, redis
     assert [(a["id"], a["duplicate_of"], a["similarity"]) for a in alerts(r)] == [("copy", "log", "1.0000")]
 
 
-def test_append_to_unknown_id_indexes_it_and_delete_of_unknown_id_is_harmless(r: redis.Redis,
-                                                                           redis_url: str) -> None:
+def test_append_to_unknown_id_indexes_it_and_delete_of_unknown_id_is_harmless(
+    r: redis.Redis, redis_url: str
+) -> None:
     rng = random.Random(62)
     body = text(rng)
     daemon = make_daemon(redis_url)
-    push(r, [{"id": "nobody", "op": "delete"}, {"id": "new", "op": "append", "text": body},
-             {"id": "new", "op": "delete"}, {"id": "new", "text": body}, {"id": "twin", "text": body}])
+    push(
+        r,
+        [
+            {"id": "nobody", "op": "delete"},
+            {"id": "new", "op": "append", "text": body},
+            {"id": "new", "op": "delete"},
+            {"id": "new", "text": body},
+            {"id": "twin", "text": body},
+        ],
+    )
     drain(daemon)
     assert pending(r) == 0 and r.xlen(Keys().dead) == 0
     assert r.hget(Keys().id_forward, "nobody") is None
