@@ -210,3 +210,31 @@ def test_any_interleaving_ends_as_stream_order(kinds: list[Op], script: list[tup
     world.finish()
     assert world.store.text == sequential(entries)
     assert world.acked == {e.entry_id for e in entries} and world.store.inflight == []
+
+
+def test_the_pure_layer_imports_neither_redis_nor_settings() -> None:
+    """The algorithms and decisions load without Redis or pydantic-settings (they can be used and tested alone)."""
+    import subprocess
+    import sys
+
+    pure = [
+        "planner",
+        "spec",
+        "shingling",
+        "minhash",
+        "lsh",
+        "record",
+        "buckets",
+        "fingerprint",
+        "entries",
+        "verify",
+        "hashing",
+        "tuning",
+    ]
+    code = (
+        "import sys; "
+        + "; ".join(f"import dedupd.{m}" for m in pure)
+        + "; print(sorted(m for m in ('redis', 'pydantic_settings', 'pydantic') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

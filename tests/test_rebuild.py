@@ -107,3 +107,34 @@ def test_rebuild_while_serving_and_pushing(r: redis.Redis, redis_url: str) -> No
     assert set(got) == expected  # nothing missed across the switch
     assert len(got) == len(set(got))  # nothing doubled
     assert pending(r) == 0
+
+
+def test_a_running_daemon_verifies_at_the_rebuilt_threshold(r: redis.Redis, redis_url: str) -> None:
+    """`rebuild --threshold 0.7` while a daemon serves at 0.8: the daemon follows and alerts on a pair whose
+    exact Jaccard is between the two thresholds (it verified at the old one before)."""
+    from dedupd.shingling import Shingler, jaccard
+    from dedupd.spec import ShingleSpec
+
+    rng = random.Random(31)
+    sh = Shingler(ShingleSpec("word", 3))
+    base = " ".join(f"w{i}" for i in range(60))
+    near = variant(rng, base, 3)
+    while not 0.7 < jaccard(sh.hash_set(base), sh.hash_set(near)) < 0.8:
+        near = variant(rng, base, 3)
+    daemon = make_daemon(redis_url)
+    push(r, [{"id": "base", "text": base}, {"id": "before", "text": near}])
+    drain(daemon)
+    assert alerts(r) == []  # verified at 0.8
+    done: list[subprocess.CompletedProcess[str]] = []
+    job = threading.Thread(target=lambda: done.append(run_rebuild(redis_url, "--threshold", "0.7")))
+    job.start()
+    while job.is_alive():  # the daemon keeps iterating: it pauses for the switch, then follows
+        daemon.iteration()
+    assert done[0].returncode == 0, done[0].stderr
+    assert "threshold 0.8 -> 0.7" in done[0].stderr
+    push(r, [{"id": "after", "text": near}])
+    drain(daemon)
+    assert daemon.gateway.spec.threshold == 0.7
+    got = alerts(r)
+    assert [a["id"] for a in got] == ["after"]  # ("before" is the same text: it matches at 1.0 in any case)
+    assert "base" in [m[0] for m in got[0]["matches"]]  # below 0.8, above 0.7

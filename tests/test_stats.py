@@ -105,3 +105,26 @@ def test_throughput_from_two_samples(r: redis.Redis) -> None:
 
 def test_human_bytes() -> None:
     assert [human_bytes(x) for x in (None, 12, 1536, 3 * 2**20)] == ["n/a", "12 B", "1.5 KiB", "3.0 MiB"]
+
+
+def test_stats_shows_an_unfinished_rebuild_and_how_to_go_on(r: redis.Redis, redis_url: str) -> None:
+    """A rebuild that began and died (its lease gone): stats names the target and says how to resume or abort;
+    while its lease lives, it names the process running it."""
+    from dedupd.generations import Generations
+
+    make_daemon(redis_url)  # creates the index
+    gens = Generations(r, Keys())
+    state = gens.read()
+    assert state is not None
+    target = state.spec.with_changes({"num_perm": 64, "bands": 16, "rows": 4})
+    gens.begin(target, "stream", "0-0", "host:1:abc", 60_000)
+    running = collect(r, Keys()).rebuild
+    assert (
+        running is not None
+        and running["running"] == "host:1:abc"
+        and running["changes"]["num_perm"] == [128, 64]
+    )
+    gens.release("host:1:abc")
+    text_out = stats_cli(redis_url)
+    line = next(x for x in text_out.splitlines() if x.strip().startswith("rebuild"))
+    assert "num_perm 128 -> 64" in line and "--num-perm 64" in line and "dedupd rebuild --abort" in line
