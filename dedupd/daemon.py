@@ -34,6 +34,7 @@ from dedupd.gateway import Gateway, open_spec
 from dedupd.generations import Generations
 from dedupd.keys import GROUP, Heartbeat, Keys
 from dedupd.metrics import Metrics
+from dedupd.monitor import group_state
 from dedupd.planner import sid
 from dedupd.processor import BatchResult, Processor, RawEntry
 from dedupd.settings import Settings
@@ -47,6 +48,7 @@ _POLL_S = 0.1  # how often the meta hash (generation, pause) is read
 _TRIM_EVERY_S = 0.2
 _RECONCILE_S = 2.0  # while entries wait and nothing is read: how often the in-flight registry is reconciled
 _DEFERRED_BLOCK_MS = 50
+_PROGRESS_S = 10.0  # how often serve logs a progress line at INFO
 # Errors that say nothing about the entries of a batch: never a reason to fail or dead-letter an entry.
 _NOT_THE_ENTRY = (*RETRYABLE, redis.exceptions.NoPermissionError)
 
@@ -80,8 +82,8 @@ class Daemon:
         self.client: RedisClient = client if client is not None else connect(settings, retry_for_s=60)
         self.generations = Generations(self.client, self.keys)
         spec, gen = open_spec(self.client, self.keys, settings.index_spec())
-        self._serve(spec, gen)
         self.stream = ConsumerStream(self.client, self.keys, self.consumer, settings.max_id_bytes)
+        self._serve(spec, gen)
         self.stopping = threading.Event()
         self._signals = 0
         self._recover_from: str | None = (
@@ -95,6 +97,7 @@ class Daemon:
         self.claim, self.trim = Every(settings.claim_idle_ms / 2000), Every(_TRIM_EVERY_S)
         self.touch, self.reconcile = Every(settings.claim_idle_ms / 3000), Every(_RECONCILE_S)
         self.totals = {"processed": 0, "alerts": 0, "dead": 0, "batches": 0}
+        self.progress, self._reported = Every(_PROGRESS_S), (time.monotonic(), 0)
         self.metrics = Metrics()
         ensure_group(self.client, self.keys)
 
@@ -102,7 +105,7 @@ class Daemon:
         self.gateway = Gateway(
             self.client, self.keys, spec, gen, tombstone_ttl_s=self.settings.tombstone_ttl_s
         )
-        self.processor = Processor(self.gateway, self.settings)
+        self.processor = Processor(self.gateway, self.settings, inflight=self.stream.inflight)
 
     # ----- lifecycle -----
     def install_signal_handlers(self) -> None:
@@ -174,6 +177,8 @@ class Daemon:
         if self.beat.due():
             self._heartbeat()
         self.metrics.refresh_group(self.client, self.keys)
+        if self.progress.due():
+            self._log_progress()
         if self.paused_for is not None:
             self.stopping.wait(0.05)
             return None
@@ -200,7 +205,8 @@ class Daemon:
             log.exception("batch of %d entries failed; retrying them one by one", len(batch))
             result = self._one_by_one(batch, deliveries)
         self._keep_deferred(batch, result)
-        self.stream.ack(result.ack)
+        raw = dict(batch)
+        self.stream.ack([(entry_id, raw[entry_id]) for entry_id in result.ack])
         for name, value in (
             ("processed", result.processed),
             ("alerts", len(result.alerts)),
@@ -245,10 +251,8 @@ class Daemon:
             return
         if self.touch.due():
             self.stream.touch(list(self.deferred))
-        if self.reconcile.due() and self.stream.reconcile():
-            log.info(
-                "in-flight records reconciled with the pending entries (read or acknowledged by another client)"
-            )
+        if self.reconcile.due():
+            self.stream.reconcile()
 
     def _follow(self) -> None:
         """Follow a rebuild: switch to a new serving generation, and pause while a switch asks for it."""
@@ -304,7 +308,7 @@ class Daemon:
             entries, gone = self.stream.read_own(self._recover_from, 1)
             for entry_id in gone:
                 log.warning("pending entry %s was deleted from the stream; acknowledging it", entry_id)
-            self.stream.ack(gone)
+            self.stream.ack([(entry_id, {}) for entry_id in gone])
             if entries:
                 self._recover_from = entries[0][0]
                 if entries[0][0] not in self.deferred:
@@ -326,6 +330,25 @@ class Daemon:
             if entries:
                 return entries
         return []
+
+    def _log_progress(self) -> None:
+        """One INFO line: totals, the rate since the last line, deferred entries, the group's lag."""
+        now, done = time.monotonic(), self.totals["processed"]
+        then, before = self._reported
+        self._reported = (now, done)
+        if done == before and not self.deferred:
+            return  # idle: nothing new to say
+        state = group_state(self.client, self.keys)
+        lag = "?" if state is None or state["lag"] is None else f"{state['lag']:,}"
+        log.info(
+            "%s documents processed (%.0f/s), %s duplicates, %s dead letters, %d waiting, lag %s",
+            f"{done:,}",
+            (done - before) / max(now - then, 1e-9),
+            f"{self.totals['alerts']:,}",
+            f"{self.totals['dead']:,}",
+            len(self.deferred),
+            lag,
+        )
 
     def _heartbeat(self) -> None:
         beat = Heartbeat(

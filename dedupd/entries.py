@@ -1,12 +1,14 @@
 """Input stream entries: validation of the raw field map into a typed Entry, or an InputError with a code.
 
 Dead-letter codes (stable; see DESIGN.md): ``missing_id``, ``id_too_long``, ``missing_text``,
-``too_large``, ``bad_utf8``, ``bad_json``, ``unknown_op``, ``max_deliveries``, ``processing_failed``.
+``too_large``, ``bad_utf8``, ``bad_json``, ``unknown_op``, ``bad_reply_to``, ``max_deliveries``,
+``processing_failed``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -19,6 +21,7 @@ TOO_LARGE = "too_large"
 BAD_UTF8 = "bad_utf8"
 BAD_JSON = "bad_json"
 UNKNOWN_OP = "unknown_op"
+BAD_REPLY_TO = "bad_reply_to"
 MAX_DELIVERIES = "max_deliveries"
 PROCESSING_FAILED = "processing_failed"
 
@@ -30,6 +33,7 @@ CODES = (
     BAD_UTF8,
     BAD_JSON,
     UNKNOWN_OP,
+    BAD_REPLY_TO,
     MAX_DELIVERIES,
     PROCESSING_FAILED,
 )
@@ -45,6 +49,10 @@ class Op(StrEnum):
     UPSERT = "upsert"
     APPEND = "append"
     DELETE = "delete"
+    QUERY = "query"  # compare with the index, insert nothing; the verdict goes to the reply stream
+
+
+REPLY_TO_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +66,7 @@ class Entry:
     source: str | None
     items: tuple[str, ...] | None
     meta: str | None  # the JSON object text, passed through to alerts as given
+    reply_to: str | None = None  # a query's reply stream name
 
 
 def _text(fields: dict[bytes, bytes], name: str, limit: int, code_if_long: str) -> str | None:
@@ -89,11 +98,7 @@ def parse_entry(entry_id: str, fields: dict[bytes, bytes], max_doc_bytes: int, m
     Raises:
         InputError: with a stable code and a detail that says what to fix.
     """
-    op_text = _text(fields, "op", 32, UNKNOWN_OP)
-    try:
-        op = Op(op_text.strip().lower()) if op_text is not None else Op.UPSERT
-    except ValueError:
-        raise InputError(UNKNOWN_OP, f"op {op_text!r} is not one of upsert, append, delete") from None
+    op = _op(fields)
     doc_id = _text(fields, "id", max_id_bytes, ID_TOO_LONG)
     if doc_id is None or doc_id == "":
         raise InputError(MISSING_ID, "the entry has no non-empty 'id' field")
@@ -101,31 +106,62 @@ def parse_entry(entry_id: str, fields: dict[bytes, bytes], max_doc_bytes: int, m
     if op is not Op.DELETE and text is None:
         raise InputError(MISSING_TEXT, f"op {op.value!r} needs a 'text' field")
     source = _text(fields, "source", MAX_SOURCE_BYTES, TOO_LARGE)
+    items, meta = _items(fields), _meta(fields)
+    reply_to = _reply_to(fields, op)
+    return Entry(entry_id, op, doc_id, text if op is not Op.DELETE else None, source, items, meta, reply_to)
+
+
+def _op(fields: dict[bytes, bytes]) -> Op:
+    op_text = _text(fields, "op", 32, UNKNOWN_OP)
+    try:
+        return Op(op_text.strip().lower()) if op_text is not None else Op.UPSERT
+    except ValueError:
+        raise InputError(UNKNOWN_OP, f"op {op_text!r} is not one of upsert, append, delete, query") from None
+
+
+def _reply_to(fields: dict[bytes, bytes], op: Op) -> str | None:
+    reply_to = _text(fields, "reply_to", 64, BAD_REPLY_TO)
+    if op is not Op.QUERY:
+        return None
+    if reply_to is None or not REPLY_TO_RE.match(reply_to):
+        raise InputError(
+            BAD_REPLY_TO,
+            f"op 'query' needs a 'reply_to' of 1-64 letters, digits, '_' or '-' "
+            f"(got {reply_to!r}): the verdict goes to the stream <prefix>:reply:<reply_to>",
+        )
+    return reply_to
+
+
+def _items(fields: dict[bytes, bytes]) -> tuple[str, ...] | None:
     items_text = _text(fields, "items", MAX_ITEMS_BYTES, TOO_LARGE)
-    items: tuple[str, ...] | None = None
-    if items_text is not None:
+    if items_text is None:
+        return None
+    try:
+        parsed = json.loads(items_text)
+    except (ValueError, RecursionError) as exc:  # a deeply nested array exhausts the parser
+        raise InputError(BAD_JSON, f"'items' is not valid JSON: {exc}") from None
+    if not isinstance(parsed, list) or not all(isinstance(x, str) for x in parsed):
+        raise InputError(BAD_JSON, "'items' must be a JSON array of strings")
+    for x in parsed:
         try:
-            parsed = json.loads(items_text)
-        except (ValueError, RecursionError) as exc:  # a deeply nested array exhausts the parser
-            raise InputError(BAD_JSON, f"'items' is not valid JSON: {exc}") from None
-        if not isinstance(parsed, list) or not all(isinstance(x, str) for x in parsed):
-            raise InputError(BAD_JSON, "'items' must be a JSON array of strings")
-        for x in parsed:
-            try:
-                x.encode("utf-8")
-            except UnicodeEncodeError:
-                raise InputError(
-                    BAD_JSON,
-                    f"'items' holds {x!r}: a \\u escape of a lone surrogate is not "
-                    "text (escape the whole character or send it as UTF-8)",
-                ) from None
-        items = tuple(parsed)
+            x.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(
+                BAD_JSON,
+                f"'items' holds {x!r}: a \\u escape of a lone surrogate is not "
+                "text (escape the whole character or send it as UTF-8)",
+            ) from None
+    return tuple(parsed)
+
+
+def _meta(fields: dict[bytes, bytes]) -> str | None:
     meta = _text(fields, "meta", MAX_META_BYTES, TOO_LARGE)
-    if meta is not None:
-        try:
-            parsed_meta = json.loads(meta)
-        except (ValueError, RecursionError) as exc:  # a deeply nested array exhausts the parser
-            raise InputError(BAD_JSON, f"'meta' is not valid JSON: {exc}") from None
-        if not isinstance(parsed_meta, dict):
-            raise InputError(BAD_JSON, "'meta' must be a JSON object")
-    return Entry(entry_id, op, doc_id, text if op is not Op.DELETE else None, source, items, meta)
+    if meta is None:
+        return None
+    try:
+        parsed_meta = json.loads(meta)
+    except (ValueError, RecursionError) as exc:  # a deeply nested array exhausts the parser
+        raise InputError(BAD_JSON, f"'meta' is not valid JSON: {exc}") from None
+    if not isinstance(parsed_meta, dict):
+        raise InputError(BAD_JSON, "'meta' must be a JSON object")
+    return meta

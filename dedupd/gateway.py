@@ -28,6 +28,7 @@ from dedupd import lua
 from dedupd.buckets import ClusterEncoding, DocWrite, KeyCall, SingleEncoding, bucket_ops
 from dedupd.connection import RedisClient, ScriptPipeline, is_cluster
 from dedupd.fingerprint import Fingerprinter
+from dedupd.hashing import U64Array
 from dedupd.keys import Keys, Meta
 from dedupd.planner import DocState
 from dedupd.record import Record, decode_records, record_doc_id
@@ -95,6 +96,7 @@ class Gateway:
         self._resolve, self._forget = reg(lua.RESOLVE_IDS), reg(lua.FORGET_IDS)
         self._buckets, self._cas, self._versions = reg(lua.BUCKETS), reg(lua.RECORD_CAS), reg(lua.VERSIONS)
         self._emit, self._union = reg(lua.EMIT_MANY), reg(lua.UNION_FIND)
+        self._reply, self._roots = reg(lua.REPLY), reg(lua.FIND_ROOTS)
         self._shift = np.uint64(64 - spec.shard_bits)
         self._key_table: npt.NDArray[np.object_] | None = None
         self._key_cache: dict[tuple[int, int], str] = {}
@@ -120,35 +122,28 @@ class Gateway:
         return self.keys.doc(num, self.generation)
 
     # ----- reading the state of a run's documents -----
-    def states(self, requests: Sequence[tuple[str, bool, str]], inflight: bool) -> list[DocState]:
+    def states(
+        self, requests: Sequence[tuple[str, bool, str]], flights: Sequence[tuple[str, ...]] | None = None
+    ) -> list[DocState]:
         """The stored state of each (doc id, create, entry id): its integer id (created for ``create``
-        unless a newer delete's tombstone says no), record, tombstone and in-flight entries."""
+        unless a newer delete's tombstone says no), record and tombstone; ``flights`` are the documents'
+        in-flight entries (from the consumer's stream)."""
         if not requests:
             return []
         args: list[str] = []
         for doc_id, create, entry_id in requests:
             args += ["a" if create else "g", doc_id, entry_id]
-        pipe = ScriptPipeline(self.client)
-        pipe.script(self._resolve, [self.keys.id_forward, self.keys.id_seq, self.keys.tombstones], args)
-        if inflight:
-            pipe.pipe.hmget(self.keys.inflight, [doc_id for doc_id, _, _ in requests])
-        replies = pipe.execute()
-        resolved = replies[0]
-        flights: list[Any] = replies[1] if inflight else [None] * len(requests)
+        keys = [self.keys.id_forward, self.keys.id_seq, self.keys.tombstones]
+        resolved: Any = self._resolve(keys=keys, args=args)
         nums = [int(resolved[2 * i]) for i in range(len(requests))]
         tombs = [_tombstone(resolved[2 * i + 1]) for i in range(len(requests))]
         # a forgotten id's record is found through its tombstone (another generation may still hold it)
         nums = [n if n else t[1] for n, t in zip(nums, tombs, strict=True)]
         records = self.load_records(n for n in nums if n > 0)
         out = []
-        for num, (tomb, _), flight in zip(nums, tombs, flights, strict=True):
+        for i, (num, (tomb, _)) in enumerate(zip(nums, tombs, strict=True)):
             out.append(
-                DocState(
-                    abs(num),
-                    records.get(num) if num > 0 else None,
-                    tomb,
-                    tuple(flight.decode().split()) if flight else (),
-                )
+                DocState(abs(num), records.get(num) if num > 0 else None, tomb, flights[i] if flights else ())
             )
         return out
 
@@ -237,6 +232,50 @@ class Gateway:
         pipe = ScriptPipeline(self.client)
         pipe.script(self._forget, keys, args)
         pipe.execute()
+
+    def peek(self, bands: Sequence[U64Array]) -> list[set[int]]:
+        """The integer ids in the buckets of each band-hash row, read only (a query joins nothing)."""
+        rows = [np.asarray(b, dtype=np.uint64) for b in bands]
+        flat = np.concatenate(rows) if rows else np.zeros(0, dtype=np.uint64)
+        band = (
+            np.concatenate([np.arange(r.size, dtype=np.int64) for r in rows])
+            if rows
+            else np.zeros(0, np.int64)
+        )
+        shard = (flat >> self._shift).astype(np.int64) if self.spec.shard_bits else np.zeros_like(band)
+        names = self._names(band, shard)
+        fields = (flat & np.uint64(0xFFFFFFFF)).astype("<u4")
+        pipe = self.client.pipeline(transaction=False)
+        for name, f in zip(names, fields, strict=True):
+            pipe.hget(name, f.tobytes())
+        found = iter(pipe.execute() if names else [])
+        out: list[set[int]] = []
+        for r in rows:
+            ids: set[int] = set()
+            for _ in range(r.size):
+                packed = next(found)
+                if packed:
+                    ids.update(np.frombuffer(packed, dtype="<u4").tolist())
+            out.append(ids)
+        return out
+
+    def roots(self, nums: Sequence[int]) -> list[int]:
+        """The root of each document's cluster (read only)."""
+        if not nums:
+            return []
+        return [int(x) for x in self._roots(keys=[self.keys.uf_parent], args=list(nums))]
+
+    def reply(
+        self, pipe: ScriptPipeline, name: str, maxlen: int, ttl_s: int, entries: Sequence[Emitted]
+    ) -> None:
+        """Queue the verdicts of one reply stream: once per query entry, bounded, expiring when idle."""
+        if not entries:
+            return
+        stream = self.keys.reply(name)
+        args: list[Any] = [int(time.time() * 1000), maxlen, ttl_s]
+        for marker, pairs in entries:
+            args += [marker, len(pairs) // 2, *pairs]
+        pipe.script(self._reply, [stream, self.keys.seen(stream)], args)
 
     # ----- outputs -----
     def emit(

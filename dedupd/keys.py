@@ -87,15 +87,19 @@ class Keys:
     @property
     def inflight(self) -> str:
         """Hash in the input stream's slot: document id -> the ids of its entries delivered to the group and
-        not yet acknowledged (space-separated, oldest first). An entry waits while an older one of its
-        document is in flight and not yet applied (per-document order)."""
+        not yet acknowledged (space-separated; the field '' holds entries without an acceptable id). An entry
+        waits while an older one of its document is in flight and not yet applied (per-document order)."""
         return f"{{{self.docs}}}:inflight"
 
     @property
-    def inflight_entries(self) -> str:
-        """Hash in the input stream's slot: entry id -> its document id ('' when it has no acceptable id),
-        for every entry in :attr:`inflight` (its size is compared with the group's pending count)."""
-        return f"{{{self.docs}}}:inflight:e"
+    def inflight_count(self) -> str:
+        """String in the input stream's slot: how many entries :attr:`inflight` holds (compared with the
+        group's pending count: when they differ, the registry is rebuilt from the pending entries)."""
+        return f"{{{self.docs}}}:inflight:n"
+
+    def reply(self, name: str) -> str:
+        """A query's reply stream (``name`` is checked: ``[A-Za-z0-9_-]{1,64}``)."""
+        return f"{self.prefix}:reply:{name}"
 
     def seen(self, stream: str) -> str:
         """Sorted set of input entry ids already emitted to ``stream`` (same slot as the stream)."""

@@ -114,6 +114,43 @@ redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', tonumber(now) - tonumber(ARGV[3]
 return n
 """
 
+# KEYS: a reply stream, its seen set (same slot).  ARGV: now_ms, maxlen, ttl_s, then per verdict: its marker
+# (the query's input entry id), its field count n, and n field/value pairs. Appends each verdict once per
+# marker (bounded length), and makes both keys expire ttl_s after the last verdict.
+REPLY = """
+local now, maxlen, ttl = ARGV[1], ARGV[2], ARGV[3]
+local i, n = 4, 0
+while i <= #ARGV do
+  local count = tonumber(ARGV[i + 1])
+  if redis.call('ZADD', KEYS[2], 'NX', now, ARGV[i]) == 1 then
+    local args = {'XADD', KEYS[1], 'MAXLEN', '~', maxlen, '*'}
+    for j = i + 2, i + 1 + 2 * count do args[#args + 1] = ARGV[j] end
+    redis.call(unpack(args))
+    n = n + 1
+  end
+  i = i + 2 + 2 * count
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', tonumber(now) - 1000 * tonumber(ttl))
+redis.call('EXPIRE', KEYS[1], ttl)
+redis.call('EXPIRE', KEYS[2], ttl)
+return n
+"""
+
+# KEYS: parent.  ARGV: integer ids.  The root of each one's cluster, read only (a query changes nothing).
+FIND_ROOTS = """
+local out = {}
+for i = 1, #ARGV do
+  local x = ARGV[i]
+  for _ = 1, 1000 do
+    local p = redis.call('HGET', KEYS[1], x)
+    if (not p) or p == x then break end
+    x = p
+  end
+  out[i] = tonumber(x)
+end
+return out
+"""
+
 # KEYS: parent.  ARGV: groups "n k m1 .. mk": union n with each m; returns per group the root's integer
 # id (the root is the cluster's oldest document: union by smaller integer id).
 UNION_FIND = """
@@ -304,26 +341,28 @@ end
 return n
 """
 
-# The in-flight registry (KEYS[2]: document id -> its in-flight entry ids, space-separated, oldest first;
-# KEYS[3]: entry id -> its document id, '' for an entry without an acceptable id): Lua helpers of the
-# scripts below.
+# The in-flight registry. KEYS[1]: the input stream; KEYS[2]: a hash, document id -> its in-flight entry ids
+# (space-separated; '' is the field of entries without an acceptable id); KEYS[3]: how many entries it holds.
+# Lua helpers of the scripts below.
 _REGISTRY = """
-local function register(eid, doc)
-  redis.call('HSET', KEYS[3], eid, doc)
-  if doc == '' then return end
+local function add(eid, doc)  -- 1 when newly recorded
   local have = redis.call('HGET', KEYS[2], doc)
-  redis.call('HSET', KEYS[2], doc, have and (have .. ' ' .. eid) or eid)
+  if have then
+    for x in string.gmatch(have, '%S+') do if x == eid then return 0 end end
+    redis.call('HSET', KEYS[2], doc, have .. ' ' .. eid)
+  else
+    redis.call('HSET', KEYS[2], doc, eid)
+  end
+  return 1
 end
-local function unregister(eid)
-  local doc = redis.call('HGET', KEYS[3], eid)
-  if not doc then return end
-  redis.call('HDEL', KEYS[3], eid)
-  if doc == '' then return end
+local function remove(eid, doc)  -- 1 when it was recorded
   local have = redis.call('HGET', KEYS[2], doc)
-  if not have then return end
-  local rest = {}
-  for x in string.gmatch(have, '%S+') do if x ~= eid then rest[#rest + 1] = x end end
+  if not have then return 0 end
+  local rest, found = {}, 0
+  for x in string.gmatch(have, '%S+') do if x ~= eid then rest[#rest + 1] = x else found = 1 end end
+  if found == 0 then return 0 end
   if #rest == 0 then redis.call('HDEL', KEYS[2], doc) else redis.call('HSET', KEYS[2], doc, table.concat(rest, ' ')) end
+  return 1
 end
 local function doc_of(fields, maxid)
   for i = 1, #fields, 2 do
@@ -335,77 +374,63 @@ local function doc_of(fields, maxid)
   end
   return ''
 end
--- Make the registry hold exactly the group's pending entries (at most `limit` of them are looked at): entries
--- delivered by a plain XREADGROUP (another client, an older dedupd) are registered, entries acknowledged or
--- deleted behind its back are dropped. Cheap when it already does (one XPENDING summary and one HLEN).
+-- Make the registry hold the group's pending entries (at most `limit` of them): cheap when it already does
+-- (one XPENDING summary and one GET); else it is rebuilt from the pending entries (entries another consumer
+-- has read and not yet recorded, read by a plain XREADGROUP, or acknowledged behind its back).
 local function reconcile(group, maxid, limit)
-  local summary = redis.call('XPENDING', KEYS[1], group)
-  if tonumber(summary[1]) == redis.call('HLEN', KEYS[3]) then return 0 end
-  local pending, seen, n = redis.call('XPENDING', KEYS[1], group, '-', '+', limit), {}, 0
-  for _, p in ipairs(pending) do
-    local eid = p[1]
-    seen[eid] = true
-    if redis.call('HEXISTS', KEYS[3], eid) == 0 then
-      local got = redis.call('XRANGE', KEYS[1], eid, eid)
-      register(eid, got[1] and doc_of(got[1][2], maxid) or '')
-      n = n + 1
-    end
+  local pending = tonumber(redis.call('XPENDING', KEYS[1], group)[1])
+  if pending == tonumber(redis.call('GET', KEYS[3]) or '0') then return 0 end
+  redis.call('DEL', KEYS[2])
+  local n = 0
+  for _, p in ipairs(redis.call('XPENDING', KEYS[1], group, '-', '+', limit)) do
+    local got = redis.call('XRANGE', KEYS[1], p[1], p[1])
+    n = n + add(p[1], got[1] and doc_of(got[1][2], maxid) or '')
   end
-  if #pending < limit then
-    local all = redis.call('HKEYS', KEYS[3])
-    for _, eid in ipairs(all) do
-      if not seen[eid] then unregister(eid); n = n + 1 end
-    end
-  end
-  return n
+  redis.call('SET', KEYS[3], n)
+  return 1
 end
 """
 
-# KEYS: the input stream, its in-flight hash, its in-flight entries hash.  ARGV: group, consumer, count, the
-# longest accepted id, the most pending entries a reconciliation looks at.
-# Reads new entries for the consumer (XREADGROUP '>') and, in the same atomic step, records each one as in
-# flight for its document (the value of its 'id' field), so that no consumer can apply a later entry of a
-# document before this one; then makes sure every entry pending in the group is recorded (reconcile).
-# Returns the entries as XREADGROUP does, or, when there is none, the stream's last id (to block on with
-# XREAD from there).
-READ_NEW = (
+# KEYS: the input stream, its in-flight hash, its in-flight count.  ARGV: pairs (entry id, its document id or
+# ''), of entries just read by XREADGROUP. Records them as in flight (idempotent). The check that no entry
+# delivered before is missing happens when a batch decides (LOOKUP_INFLIGHT), so the read stays a plain
+# XREADGROUP.
+REGISTER = (
     _REGISTRY
     + """
-local maxid = tonumber(ARGV[4])
-local reply = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', ARGV[3], 'STREAMS', KEYS[1], '>')
-if not reply then
-  reconcile(ARGV[1], maxid, tonumber(ARGV[5]))
-  local info = redis.call('XINFO', 'STREAM', KEYS[1])
-  for i = 1, #info, 2 do
-    if info[i] == 'last-generated-id' then return info[i + 1] end
-  end
-  return '0-0'
-end
-local entries = reply[1][2]
-for _, e in ipairs(entries) do register(e[1], doc_of(e[2], maxid)) end
-reconcile(ARGV[1], maxid, tonumber(ARGV[5]))
-return entries
+local n = 0
+for i = 1, #ARGV, 2 do n = n + add(ARGV[i], ARGV[i + 1]) end
+if n > 0 then redis.call('INCRBY', KEYS[3], n) end
+return n
 """
 )
 
-# KEYS: the input stream, its in-flight hash, its in-flight entries hash.  ARGV: group, then entry ids.
-# Acknowledges the entries and removes them from the registry, atomically.
+# KEYS: the input stream, its in-flight hash, its in-flight count.  ARGV: group, the longest accepted id, the
+# most pending entries to look at, then document ids. Reconciles the registry with the group's pending entries
+# if they differ, then returns each document's in-flight entries (space-separated, or false): atomically, so
+# that every entry delivered before this moment is in the answer.
+LOOKUP_INFLIGHT = (
+    _REGISTRY
+    + """
+reconcile(ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))
+if #ARGV < 4 then return {} end
+return redis.call('HMGET', KEYS[2], unpack(ARGV, 4))
+"""
+)
+
+# KEYS: the input stream, its in-flight hash, its in-flight count.  ARGV: group, then pairs (entry id, its
+# document id or ''). Acknowledges the entries and removes them from the registry, atomically.
 ACK = (
     _REGISTRY
     + """
-for i = 2, #ARGV do unregister(ARGV[i]) end
-for i = 2, #ARGV, 1000 do redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, i, math.min(i + 999, #ARGV))) end
-return #ARGV - 1
-"""
-)
-
-# KEYS: the input stream, its in-flight hash, its in-flight entries hash.  ARGV: group, the longest accepted
-# id, the most pending entries to look at. Reconciles the registry with the pending entries (see above);
-# returns how many records it added or removed.
-RECONCILE = (
-    _REGISTRY
-    + """
-return reconcile(ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))
+local ids, n = {}, 0
+for i = 2, #ARGV, 2 do
+  ids[#ids + 1] = ARGV[i]
+  n = n + remove(ARGV[i], ARGV[i + 1])
+end
+if n > 0 then redis.call('DECRBY', KEYS[3], n) end
+for i = 1, #ids, 1000 do redis.call('XACK', KEYS[1], ARGV[1], unpack(ids, i, math.min(i + 999, #ids))) end
+return #ids
 """
 )
 

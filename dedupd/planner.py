@@ -54,6 +54,7 @@ class Action(StrEnum):
     REJOIN = "rejoin"  # applied already and the document lives: its buckets are re-joined, its alert re-made
     SKIP = "skip"  # applied already or superseded, nothing to redo (a delete, or a deleted document)
     DEFER = "defer"  # an older entry of the document is in flight and not applied yet: wait for it
+    QUERY = "query"  # compare with the index, change nothing
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +90,8 @@ class DocState:
 
 def decide(entry: Entry, state: DocState) -> Action:
     """What ``entry`` does, given its document's stored state (see the module docstring)."""
+    if entry.op is Op.QUERY:
+        return Action.QUERY
     if entry.op is Op.DELETE and state.stale:
         return Action.APPLY  # the delete of this generation's stale record
     version = state.version
@@ -121,6 +124,8 @@ class Step:
     def request(self) -> str | AppendTo | None:
         """What to fingerprint: the text, the stored document and the chunk of an append, or nothing."""
         e = self.entry
+        if self.action is Action.QUERY:
+            return e.text
         if self.action is not Action.APPLY or e.op is Op.DELETE:
             return None
         assert e.text is not None

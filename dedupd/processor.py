@@ -14,12 +14,11 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from dedupd.connection import ScriptPipeline
 from dedupd.entries import MAX_DELIVERIES, Entry, Op, parse_entry
@@ -27,13 +26,16 @@ from dedupd.errors import DedupdError, InputError
 from dedupd.fingerprint import Fingerprint
 from dedupd.gateway import Emitted, Gateway
 from dedupd.hashing import U64Array
-from dedupd.planner import Action, Step, doc_write, matches_of, plan, unique_runs
+from dedupd.matching import Found, find_matches
+from dedupd.planner import Action, Step, doc_write, plan, unique_runs
 from dedupd.settings import Settings
-from dedupd.verify import agreement_pairs, jaccard_pairs
+from dedupd.verdict import Match, Verdict, cluster_of
+from dedupd.verify import jaccard_pairs
 
 log = logging.getLogger(__name__)
 
 RawEntry = tuple[str, dict[bytes, bytes]]
+InFlight = Callable[[list[str]], list[tuple[str, ...]]]  # document ids -> their in-flight entry ids
 DeadLetter = tuple[RawEntry, str, str]  # the entry, its error code, the detail
 _WORDS = re.compile(r"\w+")
 _MAX_ATTEMPTS = 8
@@ -105,10 +107,11 @@ class _Run:
 class Processor:
     """Processes batches against one index generation."""
 
-    def __init__(self, gateway: Gateway, settings: Settings, ordered: bool = True) -> None:
+    def __init__(self, gateway: Gateway, settings: Settings, inflight: InFlight | None = None) -> None:
         self.gateway = gateway
         self.settings = settings
-        self.ordered = ordered  # wait for older in-flight entries (the daemons); a rebuild replays in order
+        # the documents' in-flight entries (the daemons: an entry waits for older ones); a rebuild replays in order
+        self.inflight = inflight
         self.spec = gateway.spec
 
     @property
@@ -182,14 +185,13 @@ class Processor:
             run = self._apply(entries)
             result.deferred += [s.entry.entry_id for s in run.steps if s.action is Action.DEFER]
             done = [
-                s
-                for s, f in zip(run.steps, run.found, strict=True)
+                i
+                for i, (s, f) in enumerate(zip(run.steps, run.found, strict=True))
                 if s.action is not Action.DEFER and (f is not None or not s.writes)
             ]
-            alerts = self._alerts(run)
             if self.emits:
-                self._emit_outputs([s.entry for s in done], alerts, result)
-            result.processed += len(done)
+                self._emit_outputs(run, done, self._matches(run), result)
+            result.processed += sum(1 for i in done if run.steps[i].action is not Action.QUERY)
             entries = [s.entry for s, f in zip(run.steps, run.found, strict=True) if s.writes and f is None]
             if entries:  # another consumer changed these documents first: nothing of ours was written
                 log.info(
@@ -201,10 +203,12 @@ class Processor:
             raise ConcurrentUpdateError(f"{len(entries)} documents kept changing under concurrent updates")
 
     def _apply(self, entries: Sequence[Entry]) -> _Run:
-        """Plan the run, fingerprint what changes, and write records and buckets (one exchange)."""
+        """Plan the run, fingerprint what changes, write records and buckets (one exchange), and look the
+        queries up (read only, after the writes: a query sees the documents of its batch before it)."""
         gw = self.gateway
+        flights = self.inflight([e.doc_id for e in entries]) if self.inflight is not None else None
         states = gw.states(
-            [(e.doc_id, e.op is not Op.DELETE, e.entry_id) for e in entries], inflight=self.ordered
+            [(e.doc_id, e.op not in (Op.DELETE, Op.QUERY), e.entry_id) for e in entries], flights
         )
         steps = plan(entries, states)
         requests = [s.request for s in steps]
@@ -222,9 +226,8 @@ class Processor:
             if s.writes:
                 writes.append(doc_write(s, new[i], bands[i], bands[len(steps) + i], gw.spec.store_shingles))
                 at.append(i)
-        applied = gw.apply(writes)
         found: list[set[int] | None] = [set() for _ in steps]
-        for i, f in zip(at, applied, strict=True):
+        for i, f in zip(at, gw.apply(writes), strict=True):
             found[i] = f
         gw.forget(
             [
@@ -233,6 +236,9 @@ class Processor:
                 if s.action is Action.APPLY and s.entry.op is Op.DELETE and f is not None
             ]
         )
+        queries = [i for i, s in enumerate(steps) if s.action is Action.QUERY and bands[len(steps) + i].size]
+        for i, f in zip(queries, gw.peek([bands[len(steps) + i] for i in queries]), strict=True):
+            found[i] = f
         return _Run(steps, new, found)
 
     def _band_hashes(self, fps: Sequence[Fingerprint | None]) -> list[U64Array]:
@@ -245,54 +251,20 @@ class Processor:
         return out
 
     # ----- verification -----
-    def _alerts(self, run: _Run) -> list[tuple[Entry, int, list[tuple[str, float, int]]]]:
-        """Verify every (document, candidate) pair of the run in one call; the verified matches per entry."""
-        mine = {
-            s.num: (s.entry.doc_id, fp)
-            for s, fp, f in zip(run.steps, run.new, run.found, strict=True)
-            if fp is not None and f is not None and s.writes
-        }
-        wanted = {
-            c for s, f in zip(run.steps, run.found, strict=True) if s.num in mine and f for c in f
-        } - set(mine)
-        others = self.gateway.load_records(wanted) if wanted else {}
-        fps: dict[int, tuple[str, Fingerprint]] = dict(mine)
-        fps.update((n, (rec.doc_id, rec.fingerprint)) for n, rec in others.items() if rec is not None)
-        pairs: list[tuple[int, int, int]] = []  # (step index, num, candidate)
-        for p, (s, f) in enumerate(zip(run.steps, run.found, strict=True)):
-            if s.num in mine and f:
-                pairs += [(p, s.num, c) for c in f if c in fps]  # a candidate deleted meanwhile is gone
-        sims = self._similarities(fps, [(n, c) for _, n, c in pairs])
-        by_step: dict[int, list[tuple[str, float, int]]] = {}
-        for (p, _, c), sim in zip(pairs, sims.tolist(), strict=True):
-            by_step.setdefault(p, []).append((fps[c][0], sim, c))
-        out = []
-        for p, candidates in by_step.items():
-            matches = matches_of(candidates, self.spec.threshold)
-            if matches:
-                out.append((run.steps[p].entry, run.steps[p].num, matches))
-        return out
-
-    def _similarities(
-        self, fps: dict[int, tuple[str, Fingerprint]], pairs: Sequence[tuple[int, int]]
-    ) -> npt.NDArray[np.float64]:
-        """Similarity of each pair of integer ids: exact Jaccard of the shingle sets when verification is
-        exact and both documents have them, else the signature estimate."""
-        out = np.zeros(len(pairs), dtype=np.float64)
-        if not pairs:
-            return out
-        rows = {n: i for i, n in enumerate(fps)}
-        table = [fp for _, fp in fps.values()]
-        left = np.fromiter((rows[a] for a, _ in pairs), dtype=np.int64, count=len(pairs))
-        right = np.fromiter((rows[b] for _, b in pairs), dtype=np.int64, count=len(pairs))
-        has = np.array([fp.shingles.size > 0 for fp in table], dtype=bool)
-        use_sets = has[left] & has[right] if self.spec.verify == "exact" else np.zeros(len(pairs), dtype=bool)
-        if use_sets.any():
-            out[use_sets] = jaccard_pairs([fp.shingles for fp in table], left[use_sets], right[use_sets])
-        if not use_sets.all():
-            sigs = np.stack([fp.signature for fp in table])
-            out[~use_sets] = agreement_pairs(sigs, left[~use_sets], right[~use_sets])
-        return out
+    def _matches(self, run: _Run) -> dict[int, list[Found]]:
+        """The verified matches of each step (by step index) that wrote or queried, in one exchange."""
+        own: dict[int, tuple[str, Fingerprint]] = {}
+        candidates: dict[int, set[int]] = {}
+        key_of: dict[int, int] = {}  # step index -> key (a query has no integer id: a negative key)
+        for i, (s, fp, f) in enumerate(zip(run.steps, run.new, run.found, strict=True)):
+            if fp is None or f is None or not (s.writes or s.action is Action.QUERY):
+                continue
+            key = s.num if s.writes else -(i + 1)
+            own[key], key_of[i] = (s.entry.doc_id, fp), key
+            if f:
+                candidates[key] = f
+        found = find_matches(self.gateway, own, candidates) if candidates else {}
+        return {i: found[key] for i, key in key_of.items() if key in found}
 
     # ----- outputs -----
     def _basket(self, e: Entry) -> list[str] | None:
@@ -305,26 +277,26 @@ class Processor:
         return None
 
     def _emit_outputs(
-        self,
-        entries: Sequence[Entry],
-        alerts: list[tuple[Entry, int, list[tuple[str, float, int]]]],
-        result: BatchResult,
+        self, run: _Run, done: list[int], matches: dict[int, list[Found]], result: BatchResult
     ) -> None:
         gw, s = self.gateway, self.settings
+        steps = run.steps
+        alerting = [(i, steps[i]) for i in done if i in matches and steps[i].action is not Action.QUERY]
         roots: list[str] = []
-        if alerts:
+        if alerting:
             names: dict[int, str] = {}
-            for e, num, matches in alerts:
-                names[num] = e.doc_id
-                names.update((m[2], m[0]) for m in matches)
-            root_nums = gw.union([(num, [m[2] for m in matches]) for _, num, matches in alerts])
+            for i, step in alerting:
+                names[step.num] = step.entry.doc_id
+                names.update((m[2], m[0]) for m in matches[i])
+            root_nums = gw.union([(step.num, [m[2] for m in matches[i]]) for i, step in alerting])
             roots = gw.cluster_names(root_nums, names)
         pipe = ScriptPipeline(gw.client)
         out: list[Emitted] = []
-        for (e, _, matches), root in zip(alerts, roots, strict=True):
+        for (i, step), root in zip(alerting, roots, strict=True):
+            e = step.entry
             alert = Alert(
                 e.doc_id,
-                tuple((m[0], m[1]) for m in matches),
+                tuple((m[0], m[1]) for m in matches[i]),
                 root,
                 e.entry_id,
                 self.spec.verify,
@@ -334,13 +306,40 @@ class Processor:
             result.alerts.append(alert)
             out.append((e.entry_id, [x for kv in alert.fields().items() for x in kv]))
         gw.emit(pipe, gw.keys.alerts, s.alerts_retention, s.seen_ttl_s, out)
+        entries = [steps[i].entry for i in done if steps[i].action is not Action.QUERY]
         baskets = [
             (e.entry_id, ["id", e.doc_id, "items", json.dumps(b, ensure_ascii=False)])
             for e in entries
             if (b := self._basket(e)) is not None
         ]
         gw.emit(pipe, gw.keys.baskets, s.basket_retention, s.seen_ttl_s, baskets)
+        self._replies(
+            pipe,
+            [steps[i].entry for i in done if steps[i].action is Action.QUERY],
+            {steps[i].entry.entry_id: m for i, m in matches.items()},
+        )
         pipe.pipe.hincrby(gw.keys.counters, "processed", len(entries))
-        if alerts:
-            pipe.pipe.hincrby(gw.keys.counters, "alerts", len(alerts))
+        if alerting:
+            pipe.pipe.hincrby(gw.keys.counters, "alerts", len(alerting))
         pipe.execute()
+
+    def _replies(self, pipe: ScriptPipeline, queries: list[Entry], matches: dict[str, list[Found]]) -> None:
+        """Queue the verdicts of the queries, one call per reply stream."""
+        if not queries:
+            return
+        hits = [matches.get(q.entry_id, []) for q in queries]
+        clusters = self._clusters(hits)
+        by_stream: dict[str, list[Emitted]] = {}
+        for q, found, cluster in zip(queries, hits, clusters, strict=True):
+            verdict = Verdict(
+                q.doc_id, tuple(Match(m[0], m[1]) for m in found), cluster, self.spec.verify, q.entry_id
+            )
+            assert q.reply_to is not None
+            by_stream.setdefault(q.reply_to, []).append((q.entry_id, verdict.fields()))
+        for name, entries in by_stream.items():
+            self.gateway.reply(pipe, name, self.settings.reply_maxlen, self.settings.reply_ttl_s, entries)
+        pipe.pipe.hincrby(self.gateway.keys.counters, "queries", len(queries))
+
+    def _clusters(self, hits: list[list[Found]]) -> list[str | None]:
+        """The cluster each query would join: the oldest root among its matches' clusters (read only)."""
+        return cluster_of(self.gateway, hits)

@@ -219,9 +219,7 @@ class Rebuild:
 
     def _replay(self, state: State, source: Iterator[RawEntry], total: int | None, phase: str) -> int:
         """Process entries into the next generation in order, as the daemons would (no outputs)."""
-        shadow = Processor(
-            self._gateway(self._next(state), self._next_gen(state)), self.settings, ordered=False
-        )
+        shadow = Processor(self._gateway(self._next(state), self._next_gen(state)), self.settings)
         done = 0
         batch: list[RawEntry] = []
         for raw in source:

@@ -1,9 +1,12 @@
 """A daemon's side of the input stream: reading (with the in-flight registry), recovering, claiming,
 acknowledging and trimming, in the consumer group ``keys.GROUP``.
 
-New entries are read by a script (lua.READ_NEW) that records each one as in flight for its document in the
-same atomic step, and acknowledged by one (lua.ACK) that removes them again: the planner lets an entry wait
-while an older entry of its document is in flight (per-document order). Recovered entries (own pending
+New entries are read with XREADGROUP and recorded at once as in flight for their document (lua.REGISTER), and
+acknowledged by a script that removes them again (lua.ACK). When a batch decides, :meth:`ConsumerStream.inflight`
+returns its documents' in-flight entries after checking, atomically, that the registry holds every pending
+entry of the group (else it is rebuilt from them: entries another consumer read a moment ago and has not yet
+recorded, or read by another client). The planner lets an entry wait while an older entry of its document is
+in flight (per-document order). Recovered entries (own pending
 ones after a restart or a Redis error, idle ones claimed from other consumers with ``XAUTOCLAIM ... JUSTID``,
 which does not count a delivery) are read from the consumer's own pending list from a cursor.
 """
@@ -82,24 +85,31 @@ class ConsumerStream:
         self.keys = keys
         self.consumer = consumer
         self.max_id_bytes = max_id_bytes
-        self._read = client.register_script(lua.READ_NEW)
+        self._register = client.register_script(lua.REGISTER)
         self._ack = client.register_script(lua.ACK)
-        self._reconcile = client.register_script(lua.RECONCILE)
+        self._lookup = client.register_script(lua.LOOKUP_INFLIGHT)
 
     @property
     def _stream_keys(self) -> list[str]:
-        return [self.keys.docs, self.keys.inflight, self.keys.inflight_entries]
+        return [self.keys.docs, self.keys.inflight, self.keys.inflight_count]
+
+    def doc_field(self, fields: dict[bytes, bytes]) -> bytes:
+        """The document id under which an entry is recorded in flight (b'' when it has no acceptable id)."""
+        doc = fields.get(b"id", b"")
+        return doc if 0 < len(doc) <= self.max_id_bytes else b""
 
     def read_new(self, count: int, block_ms: int) -> list[RawEntry]:
-        """Up to ``count`` new entries, registered as in flight; waits up to ``block_ms`` for the first."""
-        args: list[Any] = [GROUP, self.consumer, count, self.max_id_bytes, RECONCILE_LIMIT]
-        reply = self._read(keys=self._stream_keys, args=args)
-        if isinstance(reply, list):
-            return _entries(reply)
-        # nothing new: wait for an entry after the stream's last id (a plain read, no delivery), then read it
-        if not self.client.xread({self.keys.docs: _text(reply)}, count=1, block=block_ms):
-            return []
-        return _entries(self._read(keys=self._stream_keys, args=args))
+        """Up to ``count`` new entries (waiting up to ``block_ms`` for the first), recorded as in flight."""
+        reply: Any = self.client.xreadgroup(
+            GROUP, self.consumer, {self.keys.docs: ">"}, count=count, block=block_ms
+        )
+        entries = _entries(reply[0][1] if reply else [])
+        if entries:
+            args: list[Any] = []
+            for entry_id, fields in entries:
+                args += [entry_id, self.doc_field(fields)]
+            self._register(keys=self._stream_keys, args=args)
+        return entries
 
     def read_own(self, after: str, count: int) -> tuple[list[RawEntry], list[str]]:
         """Own pending entries after ``after`` (one delivery more each), and the ids of pending entries
@@ -126,21 +136,24 @@ class ConsumerStream:
         if entry_ids:
             self.client.xclaim(self.keys.docs, GROUP, self.consumer, 0, list[Any](entry_ids), justid=True)
 
-    def ack(self, entry_ids: list[str]) -> None:
+    def ack(self, entries: list[RawEntry]) -> None:
         """Acknowledge entries and take them out of the in-flight registry, atomically."""
-        if entry_ids:
-            self._ack(keys=self._stream_keys, args=[GROUP, *entry_ids])
-
-    def reconcile(self) -> int:
-        """Make the in-flight registry hold exactly the group's pending entries (entries read or acknowledged
-        by other clients); returns how many records changed. lua.READ_NEW does it with every read."""
-        return int(self._reconcile(keys=self._stream_keys, args=[GROUP, self.max_id_bytes, RECONCILE_LIMIT]))
+        if not entries:
+            return
+        args: list[Any] = [GROUP]
+        for entry_id, fields in entries:
+            args += [entry_id, self.doc_field(fields)]
+        self._ack(keys=self._stream_keys, args=args)
 
     def inflight(self, doc_ids: list[str]) -> list[tuple[str, ...]]:
-        """The registered in-flight entries of each document."""
-        if not doc_ids:
-            return []
-        return [tuple(_text(v).split()) if v else () for v in self.client.hmget(self.keys.inflight, doc_ids)]
+        """Each document's in-flight entries, with every entry delivered so far accounted for."""
+        args: list[Any] = [GROUP, self.max_id_bytes, RECONCILE_LIMIT, *doc_ids]
+        found = self._lookup(keys=self._stream_keys, args=args)
+        return [tuple(_text(v).split()) if v else () for v in found]
+
+    def reconcile(self) -> None:
+        """Bring the in-flight registry in step with the group's pending entries (when nothing is read)."""
+        self.inflight([])
 
     def delivery_counts(self, entry_ids: list[str]) -> dict[str, int]:
         """How many times each of these pending entries was delivered."""

@@ -1,0 +1,298 @@
+"""The Python API: a typed client for producers and consumers of one dedupd index.
+
+A program needs neither the CLI nor raw stream fields: :meth:`Client.push` and friends write the input
+stream, :meth:`Client.query` asks the live index whether a text is a near-duplicate without inserting it
+(no daemon needed), :meth:`Client.signature` gives a text's MinHash signature under the index's own
+parameters, and :meth:`Client.alerts` / :meth:`Client.dead_letters` iterate over the output streams.
+
+>>> from dedupd import Client
+>>> with Client.connect(redis_url, prefix="apidoc") as client:
+...     entry = client.push("a", "the quick brown fox jumps over the lazy dog")
+...     client.query("the quick brown fox jumps over the lazy dog").duplicate  # no daemon ran yet
+False
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dedupd.alerts import decode_alert
+from dedupd.connection import RedisClient, connect
+from dedupd.entries import Op
+from dedupd.errors import ConfigError
+from dedupd.gateway import Gateway
+from dedupd.generations import Generations
+from dedupd.keys import Keys
+from dedupd.matching import find_matches
+from dedupd.settings import Settings, load_settings
+from dedupd.spec import IndexSpec
+from dedupd.verdict import Match, Verdict, cluster_of
+
+_OPS = {op.value for op in Op}
+
+
+class Client:
+    """A connection to one dedupd index (one Redis, one key prefix)."""
+
+    def __init__(self, redis: RedisClient, settings: Settings) -> None:
+        """Wrap an open Redis client (returning bytes); most programs use :meth:`connect` instead."""
+        self.redis = redis
+        self.settings = settings
+        self.keys = Keys(settings.prefix)
+        self._generations = Generations(redis, self.keys)
+        self._gateway: Gateway | None = None
+
+    # ----- connecting -----
+    @classmethod
+    def connect(cls, url: str | None = None, *, prefix: str = "dedupd", **settings: Any) -> Client:
+        """Connect to the index under ``prefix`` at ``url``.
+
+        Args:
+            url: ``redis://``, ``rediss://`` or ``unix://`` URL; None for the embedded Redis of
+                ``dedupd serve`` (started if none runs).
+            prefix: the key prefix of the index.
+            settings: any other setting by name (``DEDUPD_*`` variables and the TOML file apply too).
+
+        Returns:
+            The client; close it with :meth:`close` or use it as a context manager.
+
+        Raises:
+            ConfigError: on an invalid setting. RedisUnavailableError: when Redis does not answer.
+
+        >>> Client.connect(redis_url, prefix="apidoc").keys.docs
+        'apidoc:docs'
+        """
+        return cls.from_settings(load_settings(redis_url=url, prefix=prefix, **settings))
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Client:
+        """Connect as ``settings`` say (``redis_url``, ``prefix``, ...).
+
+        >>> from dedupd.settings import load_settings
+        >>> Client.from_settings(load_settings(redis_url=redis_url)).keys.prefix
+        'dedupd'
+        """
+        return cls(connect(settings), settings)
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.redis.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # ----- producing -----
+    def push(
+        self,
+        doc_id: str,
+        text: str | None = None,
+        *,
+        op: str = "upsert",
+        source: str | None = None,
+        items: Iterable[str] | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Add one entry to the input stream; returns its stream id.
+
+        Args:
+            doc_id: the document's id.
+            text: its text (needed by upsert, append and query).
+            op: ``upsert`` (default), ``append``, ``delete`` or ``query``.
+            source: where it came from (carried into alerts).
+            items: an explicit basket for ``dedupd mine``.
+            meta: a JSON object passed through to the alert.
+
+        Raises:
+            ConfigError: on an unknown op or a missing text (nothing is written).
+
+        >>> with Client.connect(redis_url, prefix="apidoc") as c:
+        ...     c.push("b", "some text", source="feed-a").count("-")
+        1
+        """
+        return self.push_many([_document(doc_id, text, op, source, items, meta)])[0]
+
+    def push_many(self, documents: Iterable[Mapping[str, Any]]) -> list[str]:
+        """Add entries (mappings with the stream fields ``id``, ``text``, ``op``, ``source``, ``items``,
+        ``meta``) in one round trip per 500; returns their stream ids.
+
+        >>> with Client.connect(redis_url, prefix="apidoc") as c:
+        ...     len(c.push_many([{"id": "c", "text": "one"}, {"id": "c", "op": "delete"}]))
+        2
+        """
+        out: list[str] = []
+        batch: list[dict[str, str]] = []
+        for doc in documents:
+            batch.append(_fields(doc))
+            if len(batch) >= 500:
+                out += self._xadd(batch)
+                batch = []
+        return out + (self._xadd(batch) if batch else [])
+
+    def append(self, doc_id: str, text: str, **fields: Any) -> str:
+        """Extend a document: it becomes ``old + "\\n" + text`` (see :meth:`push`)."""
+        return self.push(doc_id, text, op="append", **fields)
+
+    def delete(self, doc_id: str) -> str:
+        """Remove a document from the index (see :meth:`push`)."""
+        return self.push(doc_id, op="delete")
+
+    def _xadd(self, batch: list[dict[str, str]]) -> list[str]:
+        pipe = self.redis.pipeline(transaction=False)
+        for fields in batch:
+            pipe.xadd(self.keys.docs, fields)  # type: ignore[arg-type]
+        return [x.decode() if isinstance(x, bytes) else str(x) for x in pipe.execute()]
+
+    # ----- asking -----
+    def query(self, text: str, doc_id: str | None = None) -> Verdict:
+        """Is ``text`` a near-duplicate of something indexed? Reads the live index; inserts nothing.
+
+        The matches are the ones an upsert of the same text would alert (same candidates, same verification,
+        same threshold). No daemon is needed; with no index yet, nothing is a duplicate.
+
+        Args:
+            text: the text to compare.
+            doc_id: an id to carry into the verdict (optional).
+
+        Returns:
+            The verdict: ``duplicate``, ``matches`` (best first), ``duplicate_of``, ``similarity``, ``cluster``.
+
+        >>> with Client.connect(redis_url, prefix="apidoc") as c:
+        ...     c.query("nothing like it was indexed", doc_id="q").to_dict()["duplicate"]
+        False
+        """
+        return self.query_many([text], [doc_id])[0]
+
+    def query_many(self, texts: list[str], doc_ids: list[str | None] | None = None) -> list[Verdict]:
+        """:meth:`query` for many texts in a few round trips."""
+        ids = doc_ids or [None] * len(texts)
+        gw = self._serving()
+        if gw is None:
+            return [Verdict(i, (), None, self.settings.verify) for i in ids]
+        fps = gw.fingerprinter.compute(texts)
+        live = [i for i, fp in enumerate(fps) if not fp.empty]
+        bands = gw.fingerprinter.band_hashes([fps[i] for i in live])
+        found = dict(zip(live, gw.peek(list(bands)), strict=True))
+        own = {-(i + 1): (ids[i] or "", fps[i]) for i in live}
+        matched = find_matches(gw, own, {-(i + 1): found[i] for i in live if found[i]})
+        hits = [matched.get(-(i + 1), []) for i in range(len(texts))]
+        return [
+            Verdict(i, tuple(Match(m[0], m[1]) for m in hit), cluster, gw.spec.verify)
+            for i, hit, cluster in zip(ids, hits, cluster_of(gw, hits), strict=True)
+        ]
+
+    def signature(self, text: str) -> npt.NDArray[np.uint32]:
+        """The MinHash signature of ``text`` under the index's parameters (the settings' before any index).
+
+        >>> with Client.connect(redis_url, prefix="apidoc") as c:
+        ...     sig = c.signature("a rose is a rose is a rose")
+        >>> sig.dtype.name, sig.shape
+        ('uint32', (128,))
+        """
+        gw = self._serving()
+        spec = gw.spec if gw is not None else self.settings.index_spec()
+        fpr = gw.fingerprinter if gw is not None else Gateway(self.redis, self.keys, spec, 0).fingerprinter
+        return np.asarray(fpr.compute([text])[0].signature, dtype=np.uint32)
+
+    def index_spec(self) -> IndexSpec | None:
+        """The parameters the index was built with, or None before the first daemon created it."""
+        state = self._generations.read()
+        return state.spec if state is not None else None
+
+    def _serving(self) -> Gateway | None:
+        """The serving generation's gateway (followed across rebuilds), or None when there is no index."""
+        poll = self._generations.poll()
+        if poll.spec is None:
+            return None
+        if self._gateway is None or (self._gateway.generation, self._gateway.spec) != (poll.gen, poll.spec):
+            self._gateway = Gateway(self.redis, self.keys, poll.spec, poll.gen, serving=False)
+        return self._gateway
+
+    # ----- consuming -----
+    def alerts(
+        self, since: str = "0-0", *, follow: bool = False, block_ms: int = 1000
+    ) -> Iterator[dict[str, Any]]:
+        """Duplicate alerts after the stream id ``since`` (``"0-0"``: all kept, ``"now"``: only new ones), as
+        dicts (``matches`` and ``meta`` parsed). With ``follow``, waits for new ones (at most ``block_ms`` at a
+        time) and never ends; else stops at the newest.
+
+        >>> with Client.connect(redis_url, prefix="apidoc") as c:
+        ...     list(c.alerts())
+        []
+        """
+        return self._read(self.keys.alerts, since, follow, block_ms)
+
+    def dead_letters(
+        self, since: str = "0-0", *, follow: bool = False, block_ms: int = 1000
+    ) -> Iterator[dict[str, Any]]:
+        """Dead letters (the original fields plus ``error``, ``detail``, ``input``), as :meth:`alerts` does."""
+        return self._read(self.keys.dead, since, follow, block_ms)
+
+    def _read(self, stream: str, since: str, follow: bool, block_ms: int) -> Iterator[dict[str, Any]]:
+        cursor = _since(self.redis, stream, since)
+        while True:
+            page: Any = self.redis.xrange(stream, min=f"({cursor}", count=500)
+            for entry_id, fields in page:
+                yield decode_alert(entry_id, fields)
+            if page:
+                cursor = page[-1][0].decode()
+                continue
+            if not follow:
+                return
+            self.redis.xread({stream: cursor}, count=1, block=block_ms)
+
+
+def _since(redis: RedisClient, stream: str, since: str) -> str:
+    if since in ("now", "$"):
+        last: Any = redis.xrevrange(stream, count=1)
+        return last[0][0].decode() if last else "0-0"
+    if since in ("-", "0", ""):
+        return "0-0"
+    return since
+
+
+def _document(
+    doc_id: str,
+    text: str | None,
+    op: str,
+    source: str | None,
+    items: Iterable[str] | None,
+    meta: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    doc: dict[str, Any] = {"id": doc_id, "op": op}
+    for name, value in (("text", text), ("source", source), ("items", items), ("meta", meta)):
+        if value is not None:
+            doc[name] = value
+    return doc
+
+
+def _fields(doc: Mapping[str, Any]) -> dict[str, str]:
+    """Stream fields of one document, checked like the daemon would (an error here loses nothing)."""
+    op = str(doc.get("op", "upsert"))
+    if op not in _OPS:
+        raise ConfigError(f"op {op!r} is not one of {', '.join(sorted(_OPS))}")
+    if not doc.get("id"):
+        raise ConfigError("a document needs a non-empty 'id'")
+    if op != "delete" and doc.get("text") is None:
+        raise ConfigError(f"op {op!r} needs a 'text'")
+    out: dict[str, str] = {}
+    for name, value in doc.items():
+        if value is None:
+            continue
+        if name == "items":
+            out[name] = json.dumps(list(value), ensure_ascii=False)
+        elif name == "meta":
+            out[name] = json.dumps(dict(value), ensure_ascii=False)
+        else:
+            out[name] = str(value)
+    return out

@@ -1,0 +1,71 @@
+"""Verification of LSH candidates: the similarity of each (document, candidate) pair and the verified matches.
+
+Used alike by the daemon's batches (alerts, and verdicts of ``op = query``) and by :meth:`dedupd.Client.query`,
+so that a query finds exactly the matches an upsert of the same text would alert.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from dedupd.fingerprint import Fingerprint
+from dedupd.planner import matches_of
+from dedupd.verify import agreement_pairs, jaccard_pairs
+
+if TYPE_CHECKING:
+    from dedupd.gateway import Gateway
+
+Found = tuple[str, float, int]  # a verified match: (document id, similarity, integer id)
+
+
+def similarities(
+    fps: Mapping[int, tuple[str, Fingerprint]], pairs: Sequence[tuple[int, int]], verify: str
+) -> npt.NDArray[np.float64]:
+    """Similarity of each pair of keys of ``fps``: exact Jaccard of the shingle sets when ``verify`` is exact
+    and both documents have them, else the signature estimate (pure)."""
+    out = np.zeros(len(pairs), dtype=np.float64)
+    if not pairs:
+        return out
+    rows = {n: i for i, n in enumerate(fps)}
+    table = [fp for _, fp in fps.values()]
+    left = np.fromiter((rows[a] for a, _ in pairs), dtype=np.int64, count=len(pairs))
+    right = np.fromiter((rows[b] for _, b in pairs), dtype=np.int64, count=len(pairs))
+    has = np.array([fp.shingles.size > 0 for fp in table], dtype=bool)
+    use_sets = has[left] & has[right] if verify == "exact" else np.zeros(len(pairs), dtype=bool)
+    if use_sets.any():
+        out[use_sets] = jaccard_pairs([fp.shingles for fp in table], left[use_sets], right[use_sets])
+    if not use_sets.all():
+        sigs = np.stack([fp.signature for fp in table])
+        out[~use_sets] = agreement_pairs(sigs, left[~use_sets], right[~use_sets])
+    return out
+
+
+def find_matches(
+    gw: Gateway, own: Mapping[int, tuple[str, Fingerprint]], candidates: Mapping[int, set[int]]
+) -> dict[int, list[Found]]:
+    """Verify candidates in one exchange and one compiled call.
+
+    Args:
+        gw: the gateway of the generation the candidates come from.
+        own: the documents being checked, by key (their integer id; a query uses a negative key), with
+            their id and fingerprint; a candidate among them is compared with this fingerprint.
+        candidates: by key, the integer ids found in its buckets.
+
+    Returns:
+        By key, the verified matches at or above the index's threshold, best first (keys without any left out).
+    """
+    wanted = {c for found in candidates.values() for c in found} - set(own)
+    others = gw.load_records(wanted) if wanted else {}
+    fps = dict(own)
+    fps.update((n, (rec.doc_id, rec.fingerprint)) for n, rec in others.items() if rec is not None)
+    pairs = [(k, c) for k, found in candidates.items() for c in found if c in fps and c != k]
+    sims = similarities(fps, pairs, gw.spec.verify)
+    by_key: dict[int, list[Found]] = {}
+    for (k, c), sim in zip(pairs, sims.tolist(), strict=True):
+        by_key.setdefault(k, []).append((fps[c][0], sim, c))
+    out = {k: matches_of(found, gw.spec.threshold) for k, found in by_key.items()}
+    return {k: m for k, m in out.items() if m}
