@@ -69,20 +69,22 @@ def bucket_ops(
     n = len(writes)
     table = np.zeros((n, 2 * bands), dtype=np.uint64)
     keep = np.zeros((n, 2 * bands), dtype=bool)
+    # a write's removes and adds are a whole row of band hashes each, or none (0 = leave that band alone)
+    removing = [i for i, w in enumerate(writes) if w.remove.size]
+    if removing:
+        table[removing, :bands] = np.stack([writes[i].remove for i in removing])
+        keep[removing, :bands] = table[removing, :bands] != 0
+    adding = [i for i, w in enumerate(writes) if w.add.size]
+    if adding:
+        table[adding, bands:] = np.stack([writes[i].add for i in adding])
+        keep[adding, bands:] = True
+    n_removes = keep[:, :bands].sum(axis=1).tolist()
+    leave, join, rejoin, end = Op.LEAVE.value, Op.JOIN.value, Op.REJOIN.value, Op.END.value
     codes: list[bytes] = []
-    for i, w in enumerate(writes):
+    for w, n_r in zip(writes, n_removes, strict=True):
         if with_checks and w.expected is not None:
             codes.append(w.check_op.value)
-        n_r = n_a = 0
-        if w.remove.size:
-            table[i, : w.remove.size] = w.remove
-            keep[i, : w.remove.size] = w.remove != 0
-            n_r = int(np.count_nonzero(keep[i, :bands]))
-        if w.add.size:
-            table[i, bands : bands + w.add.size] = w.add
-            keep[i, bands : bands + w.add.size] = True
-            n_a = w.add.size
-        codes.append(Op.LEAVE.value * n_r + (Op.REJOIN if w.rejoin else Op.JOIN).value * n_a + Op.END.value)
+        codes.append(leave * n_r + (rejoin if w.rejoin else join) * w.add.size + end)
     flat = keep.ravel()
     if not flat.any() and not (with_checks and any(w.expected is not None for w in writes)):
         return None

@@ -69,8 +69,11 @@ class Entry:
     reply_to: str | None = None  # a query's reply stream name
 
 
+_KEYS = {name: name.encode() for name in ("op", "id", "text", "source", "items", "meta", "reply_to")}
+
+
 def _text(fields: dict[bytes, bytes], name: str, limit: int, code_if_long: str) -> str | None:
-    raw = fields.get(name.encode())
+    raw = fields.get(_KEYS[name])
     if raw is None:
         return None
     if len(raw) > limit:

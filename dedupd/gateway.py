@@ -135,17 +135,18 @@ class Gateway:
             args += ["a" if create else "g", doc_id, entry_id]
         keys = [self.keys.id_forward, self.keys.id_seq, self.keys.tombstones]
         resolved: Any = self._resolve(keys=keys, args=args)
-        nums = [int(resolved[2 * i]) for i in range(len(requests))]
-        tombs = [_tombstone(resolved[2 * i + 1]) for i in range(len(requests))]
-        # a forgotten id's record is found through its tombstone (another generation may still hold it)
-        nums = [n if n else t[1] for n, t in zip(nums, tombs, strict=True)]
+        nums: list[int] = resolved[0::2]
+        tombs: list[str | None] = [None] * len(nums)
+        for i, raw in enumerate(resolved[1::2]):
+            if raw:  # a forgotten id's record is found through its tombstone (another generation may hold it)
+                tombs[i], tomb_num = _tombstone(raw)
+                nums[i] = nums[i] or tomb_num
         records = self.load_records(n for n in nums if n > 0)
-        out = []
-        for i, (num, (tomb, _)) in enumerate(zip(nums, tombs, strict=True)):
-            out.append(
-                DocState(abs(num), records.get(num) if num > 0 else None, tomb, flights[i] if flights else ())
-            )
-        return out
+        get, none = records.get, ()
+        return [
+            DocState(abs(n), get(n) if n > 0 else None, tombs[i], flights[i] if flights else none)
+            for i, n in enumerate(nums)
+        ]
 
     def load_records(self, nums: Iterable[int]) -> dict[int, Record | None]:
         """Fetch document records in one pipelined exchange."""

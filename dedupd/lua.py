@@ -346,13 +346,10 @@ return n
 # Lua helpers of the scripts below.
 _REGISTRY = """
 local function add(eid, doc)  -- 1 when newly recorded
+  if redis.call('HSETNX', KEYS[2], doc, eid) == 1 then return 1 end  -- the usual case: its only entry
   local have = redis.call('HGET', KEYS[2], doc)
-  if have then
-    for x in string.gmatch(have, '%S+') do if x == eid then return 0 end end
-    redis.call('HSET', KEYS[2], doc, have .. ' ' .. eid)
-  else
-    redis.call('HSET', KEYS[2], doc, eid)
-  end
+  for x in string.gmatch(have, '%S+') do if x == eid then return 0 end end
+  redis.call('HSET', KEYS[2], doc, have .. ' ' .. eid)
   return 1
 end
 local function remove(eid, doc)  -- 1 when it was recorded

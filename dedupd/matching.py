@@ -32,8 +32,8 @@ def similarities(
         return out
     rows = {n: i for i, n in enumerate(fps)}
     table = [fp for _, fp in fps.values()]
-    left = np.fromiter((rows[a] for a, _ in pairs), dtype=np.int64, count=len(pairs))
-    right = np.fromiter((rows[b] for _, b in pairs), dtype=np.int64, count=len(pairs))
+    left = np.array([rows[a] for a, _ in pairs], dtype=np.int64)
+    right = np.array([rows[b] for _, b in pairs], dtype=np.int64)
     has = np.array([fp.shingles.size > 0 for fp in table], dtype=bool)
     use_sets = has[left] & has[right] if verify == "exact" else np.zeros(len(pairs), dtype=bool)
     if use_sets.any():
@@ -58,9 +58,11 @@ def find_matches(
     Returns:
         By key, the verified matches at or above the index's threshold, best first (keys without any left out).
     """
-    wanted = {c for found in candidates.values() for c in found} - set(own)
+    named = {c for found in candidates.values() for c in found}
+    wanted = named - own.keys()
     others = gw.load_records(wanted) if wanted else {}
-    fps = dict(own)
+    # only the documents some pair names: the checked ones with candidates, and their candidates
+    fps = {k: own[k] for k in (named | candidates.keys()) & own.keys()}
     fps.update((n, (rec.doc_id, rec.fingerprint)) for n, rec in others.items() if rec is not None)
     pairs = [(k, c) for k, found in candidates.items() for c in found if c in fps and c != k]
     sims = similarities(fps, pairs, gw.spec.verify)

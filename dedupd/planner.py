@@ -88,21 +88,29 @@ class DocState:
         return max(known, key=sid) if known else None
 
 
+# the members as plain names: an Enum member looked up on its class costs a descriptor call (hot path)
+_APPLY, _REJOIN, _SKIP, _DEFER, _QUERY = Action.APPLY, Action.REJOIN, Action.SKIP, Action.DEFER, Action.QUERY
+_QUERY_OP, _DELETE_OP, _APPEND_OP = Op.QUERY, Op.DELETE, Op.APPEND
+_WRITING = frozenset((_APPLY, _REJOIN))
+
+
 def decide(entry: Entry, state: DocState) -> Action:
     """What ``entry`` does, given its document's stored state (see the module docstring)."""
-    if entry.op is Op.QUERY:
-        return Action.QUERY
-    if entry.op is Op.DELETE and state.stale:
-        return Action.APPLY  # the delete of this generation's stale record
+    op = entry.op
+    if op is _QUERY_OP:
+        return _QUERY
+    if op is _DELETE_OP and state.stale:
+        return _APPLY  # the delete of this generation's stale record
+    eid = entry.entry_id
+    others = [o for o in state.inflight if o != eid]
+    if state.record is None and state.tombstone is None:  # the usual case: a document not seen yet
+        return _DEFER if others and any(sid(o) < sid(eid) for o in others) else _APPLY
+    t = sid(eid)
     version = state.version
-    t = sid(entry.entry_id)
     if version is not None and t <= sid(version):
-        live = state.live is not None and entry.op is not Op.DELETE
-        return Action.REJOIN if live else Action.SKIP
+        return _REJOIN if state.live is not None and op is not _DELETE_OP else _SKIP
     floor = sid(version) if version is not None else (-1, -1)
-    if any(floor < sid(o) < t for o in state.inflight):
-        return Action.DEFER
-    return Action.APPLY
+    return _DEFER if any(floor < sid(o) < t for o in others) else _APPLY
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +122,9 @@ class Step:
     num: int
     old: Record | None  # the record as read
     live: bool = True  # whether it is the document (not a stale record a delete will remove)
+    writes: bool = (
+        False  # whether it changes or re-joins the index (APPLY or REJOIN of a document with an id)
+    )
 
     @property
     def expected(self) -> str:
@@ -123,25 +134,24 @@ class Step:
     @property
     def request(self) -> str | AppendTo | None:
         """What to fingerprint: the text, the stored document and the chunk of an append, or nothing."""
-        e = self.entry
-        if self.action is Action.QUERY:
+        e, action = self.entry, self.action
+        if action is _QUERY:
             return e.text
-        if self.action is not Action.APPLY or e.op is Op.DELETE:
+        if action is not _APPLY or e.op is _DELETE_OP:
             return None
         assert e.text is not None
-        if e.op is Op.APPEND and self.old is not None and self.live:
+        if e.op is _APPEND_OP and self.old is not None and self.live:
             return AppendTo(self.old.fingerprint, e.text)
         return e.text
-
-    @property
-    def writes(self) -> bool:
-        """Whether the step changes or re-joins the index."""
-        return self.action in (Action.APPLY, Action.REJOIN) and self.num > 0
 
 
 def plan(entries: Sequence[Entry], states: Sequence[DocState]) -> list[Step]:
     """The steps of a run of entries with distinct document ids, given their documents' states."""
-    return [Step(e, decide(e, s), s.num, s.record, not s.stale) for e, s in zip(entries, states, strict=True)]
+    out = []
+    for e, s in zip(entries, states, strict=True):
+        action = decide(e, s)
+        out.append(Step(e, action, s.num, s.record, not s.stale, action in _WRITING and s.num > 0))
+    return out
 
 
 def doc_write(
