@@ -140,11 +140,21 @@ class Client:
         return out + (self._xadd(batch) if batch else [])
 
     def append(self, doc_id: str, text: str, **fields: Any) -> str:
-        """Extend a document: it becomes ``old + "\\n" + text`` (see :meth:`push`)."""
+        """Extend a document: it becomes ``old + "\\n" + text`` (see :meth:`push`).
+
+        >>> with Client.connect(redis_url, prefix="apidoc") as c:
+        ...     c.append("b", "and more").count("-")
+        1
+        """
         return self.push(doc_id, text, op="append", **fields)
 
     def delete(self, doc_id: str) -> str:
-        """Remove a document from the index (see :meth:`push`)."""
+        """Remove a document from the index (see :meth:`push`).
+
+        >>> with Client.connect(redis_url, prefix="apidoc") as c:
+        ...     c.delete("b").count("-")
+        1
+        """
         return self.push(doc_id, op="delete")
 
     def _xadd(self, batch: list[dict[str, str]]) -> list[str]:
@@ -174,7 +184,12 @@ class Client:
         return self.query_many([text], [doc_id])[0]
 
     def query_many(self, texts: list[str], doc_ids: list[str | None] | None = None) -> list[Verdict]:
-        """:meth:`query` for many texts in a few round trips."""
+        """:meth:`query` for many texts in a few round trips.
+
+        >>> with Client.connect(redis_url, prefix="apidoc") as c:
+        ...     [v.duplicate for v in c.query_many(["one text", "another"], ["q1", "q2"])]
+        [False, False]
+        """
         ids = doc_ids or [None] * len(texts)
         gw = self._serving()
         if gw is None:
@@ -205,7 +220,12 @@ class Client:
         return np.asarray(fpr.compute([text])[0].signature, dtype=np.uint32)
 
     def index_spec(self) -> IndexSpec | None:
-        """The parameters the index was built with, or None before the first daemon created it."""
+        """The parameters the index was built with, or None before the first daemon created it.
+
+        >>> with Client.connect(redis_url, prefix="apidoc-empty") as c:
+        ...     print(c.index_spec())
+        None
+        """
         state = self._generations.read()
         return state.spec if state is not None else None
 
@@ -235,7 +255,12 @@ class Client:
     def dead_letters(
         self, since: str = "0-0", *, follow: bool = False, block_ms: int = 1000
     ) -> Iterator[dict[str, Any]]:
-        """Dead letters (the original fields plus ``error``, ``detail``, ``input``), as :meth:`alerts` does."""
+        """Dead letters (the original fields plus ``error``, ``detail``, ``input``), as :meth:`alerts` does.
+
+        >>> with Client.connect(redis_url, prefix="apidoc") as c:
+        ...     list(c.dead_letters(since="now"))
+        []
+        """
         return self._read(self.keys.dead, since, follow, block_ms)
 
     def _read(self, stream: str, since: str, follow: bool, block_ms: int) -> Iterator[dict[str, Any]]:
