@@ -31,7 +31,7 @@ def test_readme_python_snippets_run(
     daemon = make_daemon(redis_url)
     namespace: dict[str, object] = {}
     for snippet in python_snippets():
-        exec(compile(snippet, str(README), "exec"), namespace)  # noqa: S102 - our own README
+        exec(compile(snippet, str(README), "exec"), namespace)  # our own README
         drain(daemon)  # as a running `dedupd serve` would
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("True story-1 1.0 story-1")  # duplicate, of what, how similar, which cluster
