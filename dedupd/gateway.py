@@ -273,7 +273,7 @@ class Gateway:
         if not entries:
             return
         stream = self.keys.reply(name)
-        args: list[Any] = [int(time.time() * 1000), maxlen, ttl_s]
+        args: list[Any] = [int(time.time() * 1000), maxlen, ttl_s * 1000]
         for marker, pairs in entries:
             args += [marker, len(pairs) // 2, *pairs]
         pipe.script(self._reply, [stream, self.keys.seen(stream)], args)

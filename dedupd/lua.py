@@ -95,9 +95,9 @@ return #old
 
 # KEYS: stream, seen (a sorted set in the stream's slot).
 # ARGV: now_ms, maxlen, ttl_ms, then per entry: its marker, its field count n, and n field/value pairs.
-# Appends each entry once per marker (a redelivered input entry emits nothing new), in order; old markers
-# expire. One call per batch and stream. Returns how many entries were appended.
-EMIT_MANY = """
+# Appends each entry once per marker (a redelivered input entry emits nothing new), in order, the stream
+# capped at about maxlen; markers older than ttl_ms expire. One call per batch and stream.
+_EMIT = """
 local now, maxlen = ARGV[1], ARGV[2]
 local i, n = 4, 0
 while i <= #ARGV do
@@ -111,30 +111,20 @@ while i <= #ARGV do
   i = i + 2 + 2 * count
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', tonumber(now) - tonumber(ARGV[3]))
-return n
 """
 
-# KEYS: a reply stream, its seen set (same slot).  ARGV: now_ms, maxlen, ttl_s, then per verdict: its marker
-# (the query's input entry id), its field count n, and n field/value pairs. Appends each verdict once per
-# marker (bounded length), and makes both keys expire ttl_s after the last verdict.
-REPLY = """
-local now, maxlen, ttl = ARGV[1], ARGV[2], ARGV[3]
-local i, n = 4, 0
-while i <= #ARGV do
-  local count = tonumber(ARGV[i + 1])
-  if redis.call('ZADD', KEYS[2], 'NX', now, ARGV[i]) == 1 then
-    local args = {'XADD', KEYS[1], 'MAXLEN', '~', maxlen, '*'}
-    for j = i + 2, i + 1 + 2 * count do args[#args + 1] = ARGV[j] end
-    redis.call(unpack(args))
-    n = n + 1
-  end
-  i = i + 2 + 2 * count
-end
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', tonumber(now) - 1000 * tonumber(ttl))
-redis.call('EXPIRE', KEYS[1], ttl)
-redis.call('EXPIRE', KEYS[2], ttl)
+# Alerts, baskets, dead letters: _EMIT; returns how many entries were appended.
+EMIT_MANY = _EMIT + "return n\n"
+
+# A query's reply stream: _EMIT, then both keys expire ttl_ms after the last verdict (an idle reply stream goes).
+REPLY = (
+    _EMIT
+    + """
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return n
 """
+)
 
 # KEYS: parent.  ARGV: integer ids.  The root of each one's cluster, read only (a query changes nothing).
 FIND_ROOTS = """

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import random
+from typing import Any
 
 import pytest
 import redis
 from helpers import alerts, dead, drain, make_daemon, pending, push, text, variant
 
+from dedupd.daemon import Daemon
 from dedupd.entries import CODES
 from dedupd.keys import Keys
 
@@ -123,16 +125,24 @@ def test_redelivery_changes_nothing_and_alerts_once(r: redis.Redis, redis_url: s
     assert {k: r.dump(k) for k in r.scan_iter(match=b"dedupd:doc:*")} == state
 
 
-def test_stale_redelivery_does_not_overwrite_newer_version(r: redis.Redis, redis_url: str) -> None:
-    """The older entry is applied but not acknowledged (a crash), the newer one is applied after it; the
-    older one redelivered changes nothing."""
-    rng = random.Random(7)
+def two_versions(
+    r: redis.Redis, redis_url: str, seed: int
+) -> tuple[Daemon, tuple[str, str], tuple[Any, Any]]:
+    """Two upserts of document d, read as two batches and not processed yet."""
+    rng = random.Random(seed)
     v1, v2 = text(rng), text(rng)
     daemon = make_daemon(redis_url)
     push(r, [{"id": "d", "text": v1}])
     old_batch, _ = daemon._next_batch()
     push(r, [{"id": "d", "text": v2}])
     new_batch, _ = daemon._next_batch()
+    return daemon, (v1, v2), (old_batch, new_batch)
+
+
+def test_stale_redelivery_does_not_overwrite_newer_version(r: redis.Redis, redis_url: str) -> None:
+    """The older entry is applied but not acknowledged (a crash), the newer one is applied after it; the
+    older one redelivered changes nothing."""
+    daemon, (_, v2), (old_batch, new_batch) = two_versions(r, redis_url, 7)
     assert daemon.processor.process(old_batch).ack == [old_batch[0][0]]  # applied, never acknowledged
     assert daemon.processor.process(new_batch).ack == [new_batch[0][0]]  # the older one is applied already
     daemon.processor.process(old_batch)  # the older entry is redelivered late
@@ -144,13 +154,7 @@ def test_stale_redelivery_does_not_overwrite_newer_version(r: redis.Redis, redis
 def test_newer_entry_waits_for_an_older_one_in_flight(r: redis.Redis, redis_url: str) -> None:
     """The newer upsert reaches the processing first: it is deferred (not written, not acknowledged)
     until the older one is applied, then it wins."""
-    rng = random.Random(8)
-    v1, v2 = text(rng), text(rng)
-    daemon = make_daemon(redis_url)
-    push(r, [{"id": "d", "text": v1}])
-    old_batch, _ = daemon._next_batch()
-    push(r, [{"id": "d", "text": v2}])
-    new_batch, _ = daemon._next_batch()
+    daemon, (v1, v2), (old_batch, new_batch) = two_versions(r, redis_url, 8)
     first = daemon.processor.process(new_batch)
     assert first.deferred == [new_batch[0][0]] and first.ack == [] and first.processed == 0
     assert not list(r.scan_iter(match=b"dedupd:doc:*"))  # nothing written yet
