@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
+import tomllib
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -21,6 +24,64 @@ from dedupd.lsh import DEFAULT_FN_WEIGHT, DEFAULT_FP_WEIGHT, LSHParams
 from dedupd.spec import IndexSpec, ShingleSpec, shard_bits_for
 
 PREFIX_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+ENV_PREFIX = "DEDUPD_"
+# where a TOML file is looked for when neither --config nor DEDUPD_CONFIG names one, in this order
+DISCOVERED_CONFIGS = (Path("dedupd.toml"), Path("/etc/dedupd/dedupd.toml"))
+
+
+def find_config_file(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The TOML settings file to read: ``DEDUPD_CONFIG`` (``--config`` sets it) when given, else
+    ``./dedupd.toml``, else ``/etc/dedupd/dedupd.toml``, else none.
+
+    Raises:
+        ConfigError: when ``DEDUPD_CONFIG`` names something that is not a file.
+    """
+    env = os.environ if environ is None else environ
+    given = env.get("DEDUPD_CONFIG")
+    if given:
+        path = Path(given).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"DEDUPD_CONFIG points at {given!r}, which is not a file")
+        return path
+    return next((p for p in DISCOVERED_CONFIGS if p.is_file()), None)
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The settings of a TOML file.
+
+    Raises:
+        ConfigError: one line naming the file and, for a syntax error, the line and column.
+    """
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: not UTF-8 (byte {exc.start + 1})") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read the settings file {path}: {exc.strerror or exc}") from None
+
+
+def _close_match(name: str, known: list[str]) -> str | None:
+    found = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+    return found[0] if found else None
+
+
+def unknown_env_warnings(environ: Mapping[str, str] | None = None) -> list[str]:
+    """One warning per ``DEDUPD_*`` environment variable that is no setting (a typo is otherwise
+    silently ignored), naming the closest setting's variable when there is one."""
+    env = os.environ if environ is None else environ
+    known = [name.upper() for name in Settings.model_fields]
+    out = []
+    for var in sorted(env):
+        name = var.upper().removeprefix(ENV_PREFIX)
+        if not var.upper().startswith(ENV_PREFIX) or name == "CONFIG" or name in known:
+            continue
+        close = _close_match(name, known)
+        hint = f" (did you mean {ENV_PREFIX}{close}?)" if close else ""
+        out.append(f"ignoring the environment variable {var}: there is no such setting{hint}")
+    return out
 
 
 def default_data_dir() -> Path:
@@ -90,6 +151,10 @@ class Settings(BaseSettings):
         description="trim acknowledged input entries older than this (None: keep the input stream)",
     )
     heartbeat_ttl_s: int = Field(30, ge=2, description="liveness key TTL")
+    reply_maxlen: int = Field(1000, ge=1, description="verdicts kept per reply stream (approximate)")
+    reply_ttl_s: int = Field(
+        3600, ge=1, description="a reply stream expires after this long without a verdict"
+    )
     tombstone_ttl_s: int = Field(
         7 * 86400,
         ge=60,
@@ -104,6 +169,24 @@ class Settings(BaseSettings):
     metrics_host: str = Field("127.0.0.1", description="address the Prometheus endpoint listens on")
     metrics_port: int = Field(9464, ge=0, le=65535, description="Prometheus endpoint port; 0 turns it off")
 
+    # not settings: where these came from, for `dedupd stats` and the CLI's warnings
+    _config_file: Path | None = PrivateAttr(default=None)
+    _warnings: tuple[str, ...] = PrivateAttr(default=())
+
+    def model_post_init(self, context: Any, /) -> None:
+        self._config_file = find_config_file()
+        self._warnings = tuple(unknown_env_warnings())
+
+    @property
+    def config_file(self) -> Path | None:
+        """The TOML file these settings were read from (None: defaults, environment and flags only)."""
+        return self._config_file
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Problems that did not stop loading (unknown ``DEDUPD_*`` variables), for the caller to log."""
+        return self._warnings
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -113,13 +196,20 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        path = os.environ.get("DEDUPD_CONFIG")
+        path = find_config_file()
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        if path:
-            if not Path(path).is_file():
-                raise ConfigError(f"DEDUPD_CONFIG points at {path!r}, which is not a file")
+        if path is not None:
+            read_config_file(path)  # a syntax error: one line with the file name, line and column
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
         return tuple(sources)
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _level_any_case(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            v = v.strip().upper()
+            return "WARNING" if v == "WARN" else v
+        return v
 
     @field_validator("shingle")
     @classmethod
@@ -235,9 +325,24 @@ def load_settings(**overrides: Any) -> Settings:
     try:
         return Settings(**clean)
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            loc = ".".join(str(x) for x in err["loc"]) or "settings"
-            env = f"DEDUPD_{loc.upper()}" if loc != "settings" else ""
-            lines.append(f"  {loc}{f' ({env})' if env else ''}: {err['msg']}")
-        raise ConfigError("invalid settings:\n" + "\n".join(lines)) from None
+        path = find_config_file()
+        in_file = read_config_file(path) if path is not None else {}
+        problems = [_describe(err, clean, in_file, path) for err in exc.errors()]
+        raise ConfigError("invalid settings: " + "; ".join(problems)) from None
+
+
+def _describe(err: Any, overrides: dict[str, Any], in_file: dict[str, Any], path: Path | None) -> str:
+    """One validation error, named after where its value came from: a flag or ``DEDUPD_*`` variable
+    (``threshold (DEDUPD_THRESHOLD)``), or the TOML file (``threshold (in FILE)``)."""
+    loc = ".".join(str(x) for x in err["loc"])
+    if not loc:
+        return str(err["msg"])
+    top = str(err["loc"][0])
+    env = ENV_PREFIX + top.upper()
+    from_env = top not in overrides and any(k.upper() == env for k in os.environ)
+    from_file = top in in_file and top not in overrides and not from_env
+    if err["type"] == "extra_forbidden":
+        close = _close_match(top, list(Settings.model_fields))
+        where = f"{path}: " if from_file else ""
+        return f"{where}unknown setting {top!r}" + (f" (did you mean {close!r}?)" if close else "")
+    return f"{loc} ({f'in {path}' if from_file else env}): {err['msg']}"

@@ -109,6 +109,13 @@ def test_check_exit_codes(run, redis_url: str) -> None:  # type: ignore[no-untyp
     assert run("check").exit_code == 1
 
 
+def test_push_says_one_document() -> None:
+    from dedupd.cli import plural
+
+    assert plural(1, "document") == "1 document" and plural(2, "document") == "2 documents"
+    assert plural(1_000, "entry", "entries") == "1,000 entries"
+
+
 def test_check_unreachable_redis() -> None:
     from conftest import free_port
 
@@ -143,3 +150,94 @@ def test_check_named_consumer(run, redis_url: str) -> None:  # type: ignore[no-u
 def test_operations_commands_explain_themselves(command: str) -> None:
     res = CliRunner().invoke(cli, [command, "--help"])
     assert res.exit_code == 0 and "Usage: cli " + command in res.output and "--json" in res.output
+
+
+@pytest.mark.parametrize("command", ["dead", "query"])
+def test_new_commands_explain_themselves(command: str) -> None:
+    res = CliRunner().invoke(cli, [command, "--help"])
+    assert res.exit_code == 0 and "Usage: cli " + command in res.output and "--json" in res.output
+
+
+def test_serve_has_a_metrics_port_flag() -> None:
+    res = CliRunner().invoke(cli, ["serve", "--help"])
+    assert "--metrics-port" in res.output and "DEDUPD_METRICS_PORT" in res.output
+
+
+def test_stats_names_the_config_file(redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Config discovery: ./dedupd.toml when neither --config nor DEDUPD_CONFIG is given; stats says which."""
+    monkeypatch.chdir(tmp_path)
+    env = {"DEDUPD_REDIS_URL": redis_url}
+    res = CliRunner().invoke(cli, ["stats", "--interval", "0"], env=env)
+    assert res.exit_code == 0 and res.output.startswith("config file: none")
+    (tmp_path / "dedupd.toml").write_text("batch_size = 7\n")
+    res = CliRunner().invoke(cli, ["stats", "--interval", "0"], env=env)
+    assert res.output.startswith("config file: dedupd.toml\n")
+    data = json.loads(CliRunner().invoke(cli, ["stats", "--json", "--interval", "0"], env=env).output)
+    assert data["config_file"] == "dedupd.toml"
+    other = tmp_path / "other.toml"
+    other.write_text("batch_size = 8\n")
+    data = json.loads(
+        CliRunner()
+        .invoke(cli, ["stats", "--json", "--interval", "0", "--config", str(other)], env=env)
+        .output
+    )
+    assert data["config_file"] == str(other)
+
+
+def test_discovery_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dedupd.settings import find_config_file, load_settings
+
+    monkeypatch.chdir(tmp_path)
+    assert find_config_file({}) is None or str(find_config_file({})) == "/etc/dedupd/dedupd.toml"
+    (tmp_path / "dedupd.toml").write_text("batch_size = 7\n")
+    assert str(find_config_file({})) == "dedupd.toml"
+    assert load_settings().batch_size == 7 and str(load_settings().config_file) == "dedupd.toml"
+    given = tmp_path / "given.toml"
+    given.write_text("batch_size = 9\n")
+    monkeypatch.setenv("DEDUPD_CONFIG", str(given))
+    assert load_settings().batch_size == 9 and load_settings().config_file == given
+
+
+def test_env_log_level_any_case_and_unknown_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dedupd.settings import load_settings
+
+    monkeypatch.setenv("DEDUPD_LOG_LEVEL", "debug")
+    monkeypatch.setenv("DEDUPD_THRESHHOLD", "0.5")
+    monkeypatch.setenv("DEDUPD_NOT_A_THING", "1")
+    s = load_settings()
+    assert s.log_level == "DEBUG" and s.threshold == 0.8
+    assert s.warnings == (
+        "ignoring the environment variable DEDUPD_NOT_A_THING: there is no such setting",
+        "ignoring the environment variable DEDUPD_THRESHHOLD: there is no such setting "
+        "(did you mean DEDUPD_THRESHOLD?)",
+    )
+
+
+def test_tune_says_false_positives_are_verified_away() -> None:
+    res = CliRunner().invoke(cli, ["tune"])
+    assert (
+        res.exit_code == 0
+        and "every candidate is verified" in res.output
+        and "not a wrong alert" in res.output
+    )
+
+
+def test_query_prints_one_verdict_per_document(run, r: redis.Redis, redis_url: str) -> None:  # type: ignore[no-untyped-def]
+    """`dedupd query -`: one line per document, same formats as push; nothing is inserted."""
+    rng = random.Random(5)
+    base = text(rng)
+    run("push", "-", input=json.dumps({"id": "a", "text": base}) + "\n")
+    drain(make_daemon(redis_url))
+    before = r.xlen(Keys().docs), r.xlen(Keys().alerts)
+    lines = json.dumps({"id": "q1", "text": variant(rng, base)}) + "\n" + text(rng) + "\n"
+    res = run("query", "-", input=lines)
+    assert res.exit_code == 0, res.output
+    out = res.stdout.splitlines()
+    assert len(out) == 2 and out[0].startswith("q1: duplicate of a (0.") and out[1] == "stdin:2: unique"
+    res = run("query", "-", "--json", input=lines)
+    got = [json.loads(line) for line in res.stdout.splitlines()]
+    assert got[0]["duplicate"] is True and got[0]["duplicate_of"] == "a" and got[0]["matches"][0][0] == "a"
+    assert got[1]["duplicate"] is False and got[1]["id"] == "stdin:2"
+    assert (r.xlen(Keys().docs), r.xlen(Keys().alerts)) == before  # nothing pushed, nothing alerted
+    res = run("query", "-", input='{"id": "x"}\n')
+    assert res.exit_code == 1 and "stdin:x: skipped: no text to compare" in res.output

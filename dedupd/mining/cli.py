@@ -189,7 +189,8 @@ def mine(
         algorithm = _algorithm_of(algorithm, engine, scheduler, memory)
         baskets, source, client, keys = _read_input(input_path, config_file, redis_url, prefix, quiet)
         if baskets.n_baskets == 0:
-            raise ConfigError(f"no baskets in {source}: nothing to mine")
+            hint = "" if client is None or keys is None else f" ({_how_to_get_baskets(client, keys)})"
+            raise ConfigError(f"no baskets in {source}: nothing to mine{hint}")
         min_count = resolve_support(support, baskets.n_baskets)
         result = _run(
             baskets,
@@ -275,20 +276,52 @@ def _read_input(
         if config_file:
             os.environ["DEDUPD_CONFIG"] = config_file
         settings = load_settings(redis_url=redis_url, prefix=prefix)
+        for warning in settings.warnings:
+            click.echo(f"warning: {warning}", err=True)
         client = connect(settings)
         keys = Keys(settings.prefix)
         got = read_baskets(client, keys)
         baskets = Baskets.from_lists(got.baskets)
         source = f"redis stream {keys.baskets}"
         if got.malformed and not quiet:
-            click.echo(f"warning: skipped {got.malformed} malformed basket entries", err=True)
+            click.echo(
+                f"warning: skipped {_plural(got.malformed, 'malformed basket entry', 'malformed basket entries')}",
+                err=True,
+            )
     if not quiet:
         click.echo(
-            f"read {baskets.n_baskets} baskets, {baskets.n_items} items from {source} "
+            f"read {_plural(baskets.n_baskets, 'basket')}, {_plural(baskets.n_items, 'item')} from {source} "
             f"in {time.perf_counter() - t0:.3f}s",
             err=True,
         )
     return baskets, source, client, keys
+
+
+def _how_to_get_baskets(client: RedisClient, keys: Keys) -> str:
+    """Why the Redis basket stream is empty, and what to do about it."""
+    from dedupd.settings import load_settings
+
+    docs = int(client.xlen(keys.docs) or 0)
+    if docs == 0:
+        return f"{keys.docs} is empty too: push documents and run `dedupd serve`; or mine a file with --input FILE"
+    mode = load_settings().baskets
+    if mode == "words":
+        return (
+            f"{keys.docs} holds {_plural(docs, 'entry', 'entries')}: is `dedupd serve` running, with "
+            "DEDUPD_BASKETS=words? Only documents processed with it make baskets"
+        )
+    return (
+        f"{keys.docs} holds {_plural(docs, 'entry', 'entries')}, but with baskets = {mode!r}"
+        + (" (the default)" if mode == "items" else "")
+        + " a document makes a basket only from its `items` field (a JSON array of strings). To mine the "
+        'words of plain documents, start `dedupd serve` with DEDUPD_BASKETS=words (or baskets = "words" in '
+        "the config file) and push them again; or push documents with items, e.g. "
+        '{"id": "1", "items": ["bread", "milk"]}; or mine a file with --input FILE'
+    )
+
+
+def _plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
 
 
 def _print(result: MiningResult, rules: list[Rule], fmt: str, limit: int, quiet: bool) -> None:
