@@ -8,6 +8,7 @@ import fcntl
 import json
 import logging
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,32 @@ _CLIENTS: list[Any] = []  # this process's clients of an embedded server, closed
 # Errors of the server or the network, not of the request: wait and retry (capped exponential backoff).
 # OOM (maxmemory reached with noeviction), READONLY (a failover in progress), MASTERDOWN, TRYAGAIN and
 # CLUSTERDOWN pass once the server recovers; an entry is never failed or dead-lettered because of them.
+# Error replies of a server state, not of the request (redis-py raises them as plain ResponseError): BUSY
+# (another client's long script), NOGROUP (a restart without persistence lost the consumer group), and
+# the states redis-py has no class for on every version.
+TRANSIENT_REPLIES = (
+    "BUSY",
+    "NOGROUP",
+    "LOADING",
+    "MASTERDOWN",
+    "TRYAGAIN",
+    "CLUSTERDOWN",
+    "READONLY",
+    "NOREPLICAS",
+)
+# at the start of the reply, or quoted by a pipeline ("... of pipeline caused error: BUSY ...") or a script
+_TRANSIENT_RE = re.compile(r"(?:^|: )(?:" + "|".join(TRANSIENT_REPLIES) + r")\b")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` is a passing state of the server or the network (wait and retry; never the entry's fault)."""
+    if isinstance(exc, RETRYABLE):
+        return True
+    if not isinstance(exc, redis.ResponseError):
+        return False
+    return _TRANSIENT_RE.search(str(exc)) is not None
+
+
 RETRYABLE = (
     redis.ConnectionError,
     redis.TimeoutError,

@@ -28,7 +28,7 @@ from typing import Any
 
 import redis
 
-from dedupd.connection import RETRYABLE, RedisClient, connect
+from dedupd.connection import RETRYABLE, RedisClient, connect, is_transient
 from dedupd.entries import PROCESSING_FAILED
 from dedupd.gateway import Gateway, open_spec
 from dedupd.generations import Generations
@@ -51,6 +51,10 @@ _DEFERRED_BLOCK_MS = 50
 _PROGRESS_S = 10.0  # how often serve logs a progress line at INFO
 # Errors that say nothing about the entries of a batch: never a reason to fail or dead-letter an entry.
 _NOT_THE_ENTRY = (*RETRYABLE, redis.exceptions.NoPermissionError)
+
+
+def _not_the_entry(exc: BaseException) -> bool:
+    return isinstance(exc, _NOT_THE_ENTRY) or is_transient(exc)
 
 
 class Every:
@@ -149,20 +153,51 @@ class Daemon:
         self.processor.warm_up()
         log.info("compiled kernels loaded in %.2fs", time.monotonic() - started)
         self.metrics.serve(self.settings.metrics_host, self.settings.metrics_port)
-        delay = 0.1
+        delay, since = 0.1, 0.0
         while not self.stopping.is_set():
             try:
                 self.iteration()
-                delay = 0.1
-            except RETRYABLE as exc:
-                log.warning("Redis error (%s); retrying in %.1fs", exc, delay)
-                self._recover_from = "0-0"
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                if not since:
+                    since = time.monotonic()
+                    log.warning(
+                        "Redis error (%s); retrying in %.1fs, backing off up to %.0fs (said once until it "
+                        "answers)",
+                        exc,
+                        delay,
+                        _MAX_BACKOFF_S,
+                    )
+                else:
+                    log.debug("Redis error (%s); retrying in %.1fs", exc, delay)
+                self._recover_after_error(exc)
                 self.stopping.wait(delay)
                 delay = min(delay * 2, _MAX_BACKOFF_S)
+                continue
+            if since:
+                log.info("Redis answers again after %.1fs; going on", time.monotonic() - since)
+            delay, since = 0.1, 0.0
         self._farewell()
         self.metrics.close()
         log.info("stopped: %s", self.totals)
         return 0
+
+    def _recover_after_error(self, exc: BaseException) -> None:
+        """After a Redis error: read our own pending entries again; recreate a lost consumer group."""
+        self._recover_from = "0-0"
+        if "NOGROUP" not in str(exc):
+            return
+        try:
+            if ensure_group(self.client, self.keys):
+                log.warning(
+                    "the consumer group %r of %s was missing (Redis restarted without persistence?): "
+                    "recreated it from the start of the stream; history before the restart is gone",
+                    GROUP,
+                    self.keys.docs,
+                )
+        except Exception as again:  # the server is still away: the next iteration tells
+            log.debug("recreating the consumer group failed (%s)", again)
 
     def _farewell(self) -> None:
         with contextlib.suppress(*RETRYABLE):
@@ -199,9 +234,9 @@ class Daemon:
         started = time.monotonic()
         try:
             result = self.processor.process(batch, deliveries)
-        except _NOT_THE_ENTRY:
-            raise
-        except Exception:
+        except Exception as exc:
+            if _not_the_entry(exc):
+                raise
             log.exception("batch of %d entries failed; retrying them one by one", len(batch))
             result = self._one_by_one(batch, deliveries)
         self._keep_deferred(batch, result)
@@ -224,9 +259,9 @@ class Daemon:
         for raw in batch:
             try:
                 result.add(self.processor.process([raw], deliveries))
-            except _NOT_THE_ENTRY:
-                raise
             except Exception as exc:
+                if _not_the_entry(exc):
+                    raise
                 log.exception("entry %s failed", raw[0])
                 if (deliveries or {}).get(raw[0], 1) >= self.settings.max_deliveries:
                     self.processor.dead_letter([(raw, PROCESSING_FAILED, f"{type(exc).__name__}: {exc}")])

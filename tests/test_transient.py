@@ -1,0 +1,98 @@
+"""Server states a daemon rides out (issue: hardening, item 2): a Redis restarted without persistence (the
+consumer group is gone: NOGROUP) and another client's long script (BUSY). The daemon waits and goes on; no
+entry is dead-lettered because of the server's state, and it exits 0 on SIGTERM."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from conftest import free_port
+from procs import RedisProc, Served, counter, pairs_corpus, push_corpus, wait_for
+
+from dedupd.keys import Keys
+from dedupd.monitor import wait_drained
+
+
+@pytest.fixture
+def volatile_redis(tmp_path: Path) -> Iterator[RedisProc]:
+    """A redis-server without persistence, restartable; scripts longer than 100 ms make it answer BUSY."""
+    server = RedisProc(tmp_path / "redis", free_port(), "--appendonly", "no", "--lua-time-limit", "100")
+    server.start()
+    yield server
+    server.kill()
+
+
+@pytest.mark.slow
+def test_restart_without_persistence_recreates_the_group(volatile_redis: RedisProc, tmp_path: Path) -> None:
+    docs, _ = pairs_corpus(300, 51, words=40)
+    r = redis.Redis(port=volatile_redis.port)
+    push_corpus(r, docs[:200])
+    daemon = Served(volatile_redis.url, tmp_path / "serve.log")
+    assert wait_drained(r, Keys(), 60), daemon.stderr
+    volatile_redis.shutdown()  # SHUTDOWN (no persistence): everything is gone, the consumer group too
+    time.sleep(1.0)
+    volatile_redis.start()
+    r = redis.Redis(port=volatile_redis.port)
+    time.sleep(1.0)  # the daemon reads again and meets NOGROUP
+    push_corpus(r, docs[200:])
+    assert wait_drained(r, Keys(), 60), daemon.stderr
+    assert daemon.proc.poll() is None, daemon.stderr
+    assert counter(r, "processed") == len(docs) - 200 and r.xlen(Keys().dead) == 0  # the counters went too
+    assert daemon.stop() == 0
+    err = daemon.stderr
+    assert "Traceback" not in err and "consumer group" in err and "history before" in err
+
+
+@pytest.mark.slow
+def test_a_busy_script_of_another_client_is_waited_out(volatile_redis: RedisProc, tmp_path: Path) -> None:
+    docs, _ = pairs_corpus(400, 52, words=40)
+    r = redis.Redis(port=volatile_redis.port)
+    daemon = Served(volatile_redis.url, tmp_path / "serve.log", "--batch-size", "20")
+    wait_for(
+        lambda: (
+            b"dedupd" in [g["name"] for g in r.xinfo_groups(Keys().docs)] if r.exists(Keys().docs) else False
+        ),
+        30,
+        "the consumer group",
+    )
+    push_corpus(r, docs)
+    wait_for(lambda: counter(r, "processed") >= 40, 30, "40 processed documents")
+    spin = (
+        "local t = redis.call('TIME') while true do local n = redis.call('TIME') "
+        "if (n[1] - t[1]) * 1000000 + (n[2] - t[2]) > 1500000 then break end end return 1"
+    )
+    busy = threading.Thread(target=lambda: redis.Redis(port=volatile_redis.port).eval(spin, 0))
+    busy.start()
+    busy.join(timeout=10)
+    assert wait_drained(r, Keys(), 60), daemon.stderr
+    assert daemon.proc.poll() is None, daemon.stderr
+    assert r.xlen(Keys().dead) == 0 and counter(r, "processed") == len(docs)
+    assert daemon.stop() == 0
+    assert "Traceback" not in daemon.stderr and "BUSY" in daemon.stderr
+
+
+@pytest.mark.parametrize(
+    ("reply", "transient"),
+    [
+        ("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.", True),
+        ("Command # 1 (EVALSHA 2ab6 2 dedupd:alerts) of pipeline caused error: BUSY Redis is busy", True),
+        (
+            "NOGROUP No such key 'dedupd:docs' or consumer group 'dedupd' in XREADGROUP with GROUP option",
+            True,
+        ),
+        ("ERR Error running script (call to f_1): @user_script:3: NOGROUP No such key", True),
+        ("LOADING Redis is loading the dataset in memory", True),
+        ("ERR wrong number of arguments for 'xadd' command", False),
+        ("WRONGTYPE Operation against a key holding the wrong kind of value", False),
+        ("BUSYGROUP Consumer Group name already exists", False),
+    ],
+)
+def test_which_replies_are_a_passing_server_state(reply: str, transient: bool) -> None:
+    from dedupd.connection import is_transient
+
+    assert is_transient(redis.ResponseError(reply)) is transient
