@@ -210,7 +210,8 @@ def cli() -> None:
     Redis is started with its data in DEDUPD_DATA_DIR.
 
     Errors are one line on stderr: exit status 2 for usage and configuration errors (Redis unreachable
-    included), 1 for failures while working, 130 when interrupted.
+    included), 1 for failures while working, 130 when interrupted. Output cut short by its reader
+    (`dedupd alerts | head -1`) ends quietly with status 0.
     """
 
 
