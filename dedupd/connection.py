@@ -224,7 +224,7 @@ def _retry(
         except retryable as exc:
             if time.monotonic() + delay > deadline:
                 raise RedisUnavailableError(
-                    f"cannot reach Redis at {settings.redacted_url()}: {exc}. Is the server running and is "
+                    f"cannot reach Redis at {settings.redacted_url()}: {str(exc).rstrip('.')}. Is the server running and is "
                     "DEDUPD_REDIS_URL right?"
                 ) from None
             log.warning(

@@ -102,10 +102,11 @@ local now, maxlen = ARGV[1], ARGV[2]
 local i, n = 4, 0
 while i <= #ARGV do
   local count = tonumber(ARGV[i + 1])
-  if redis.call('ZADD', KEYS[2], 'NX', now, ARGV[i]) == 1 then
+  if not redis.call('ZSCORE', KEYS[2], ARGV[i]) then  -- the marker after the entry: a failing XADD leaves none
     local args = {'XADD', KEYS[1], 'MAXLEN', '~', maxlen, '*'}
     for j = i + 2, i + 1 + 2 * count do args[#args + 1] = ARGV[j] end
     redis.call(unpack(args))
+    redis.call('ZADD', KEYS[2], now, ARGV[i])
     n = n + 1
   end
   i = i + 2 + 2 * count

@@ -42,6 +42,41 @@ _MAX_ATTEMPTS = 8
 _NO_BANDS = np.zeros(0, dtype=np.uint64)
 
 
+_OWN_FIELDS = (b"error", b"detail", b"input", b"truncated")
+MAX_DEAD_FIELDS = (
+    1000  # a dead letter's original fields at most (and the server script's argument count bounded)
+)
+
+
+def kept_fields(fields: dict[bytes, bytes], max_bytes: int) -> list[Any]:
+    """The original fields a dead letter keeps, as field/value pairs: in order, at most ``max_bytes`` of names
+    and values and ``MAX_DEAD_FIELDS`` fields; the value that crosses the bound is cut, and a ``truncated``
+    field says how many fields and bytes were left out.
+
+    >>> kept_fields({b"id": b"a", b"text": b"x" * 10}, 8)
+    [b'id', b'a', b'text', b'x', 'truncated', '1 field(s) cut, 9 byte(s) left out (dead_letter_max_bytes=8)']
+    """
+    out: list[Any] = []
+    room, cut, lost = max_bytes, 0, 0
+    for k, v in fields.items():
+        if k in _OWN_FIELDS:
+            continue
+        if len(out) >= 2 * MAX_DEAD_FIELDS or len(k) > room:
+            cut, lost = cut + 1, lost + len(v)
+            continue
+        keep = min(len(v), room - len(k))
+        out += [k, v[:keep]]
+        room -= len(k) + keep
+        if keep < len(v):
+            cut, lost = cut + 1, lost + len(v) - keep
+    if cut:
+        out += [
+            "truncated",
+            f"{cut} field(s) cut, {lost} byte(s) left out (dead_letter_max_bytes={max_bytes})",
+        ]
+    return out
+
+
 class ConcurrentUpdateError(DedupdError):
     """Documents kept changing under concurrent updates (the batch is retried later)."""
 
@@ -164,10 +199,7 @@ class Processor:
         pipe = ScriptPipeline(self.gateway.client)
         entries: list[Emitted] = []
         for (entry_id, fields), code, detail in dead:
-            pairs: list[Any] = []
-            for k, v in fields.items():
-                if k not in (b"error", b"detail", b"input"):
-                    pairs += [k, v]
+            pairs = kept_fields(fields, self.settings.dead_letter_max_bytes)
             pairs += ["error", code, "detail", detail, "input", entry_id]
             entries.append((entry_id, pairs))
         keys = self.gateway.keys

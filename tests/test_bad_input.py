@@ -148,3 +148,37 @@ def test_arbitrary_entries_are_processed_or_dead_lettered(r: redis.Redis, redis_
     push(r, [{"id": "probe", "text": variant(rng, sentinel_text)}])
     drain(daemon)
     assert [a["duplicate_of"] for a in alerts(r) if a["id"] == "probe"] == [SENTINEL]
+
+
+def test_a_wide_entry_without_id_reaches_the_dead_letters(r: redis.Redis, redis_url: str) -> None:
+    """5,000 fields and no id: the dead letter is written with its marker, keeps what fits in
+    dead_letter_max_bytes (at most 1,000 fields) and says what it cut; a redelivery writes nothing more."""
+    fields = {f"f{i}": f"value {i}" for i in range(5000)}
+    r.xadd(Keys().docs, fields)
+    daemon = make_daemon(redis_url)
+    drain(daemon)
+    letters = dead(r)
+    assert len(letters) == 1 and letters[0][b"error"] == b"missing_id" and pending(r) == 0
+    assert (
+        letters[0][b"f0"] == b"value 0" and len(letters[0]) == 1000 + 4
+    )  # 1,000 kept + error, detail, input, truncated
+    assert letters[0][b"truncated"].startswith(b"4000 field(s) cut")
+    entry = [(e.decode(), f) for e, f in r.xrange(Keys().docs)]
+    daemon.processor.process(entry)  # redelivered: nothing more
+    assert len(dead(r)) == 1
+
+
+def test_a_huge_field_is_cut_in_the_dead_letter(r: redis.Redis, redis_url: str) -> None:
+    r.xadd(Keys().docs, {"id": "big", "text": "t", "op": "explode", "junk": "x" * 3_000_000})
+    drain(make_daemon(redis_url, dead_letter_max_bytes=4096))
+    (letter,) = dead(r)
+    assert letter[b"error"] == b"unknown_op" and letter[b"id"] == b"big"
+    assert (
+        sum(
+            len(k) + len(v)
+            for k, v in letter.items()
+            if k not in (b"error", b"detail", b"input", b"truncated")
+        )
+        <= 4096
+    )
+    assert b"byte(s) left out" in letter[b"truncated"]
