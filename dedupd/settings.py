@@ -143,7 +143,9 @@ class Settings(BaseSettings):
     alerts_retention: int = Field(1_000_000, ge=1, description="alerts kept (approximate)")
     dead_retention: int = Field(1_000_000, ge=1, description="dead letters kept (approximate)")
     dead_letter_max_bytes: int = Field(
-        65_536, ge=1024, description="original fields a dead letter keeps, in bytes (the rest is cut, and it says so)"
+        65_536,
+        ge=1024,
+        description="original fields a dead letter keeps, in bytes (the rest is cut, and it says so)",
     )
     seen_ttl_s: int = Field(
         7 * 86400, ge=60, description="how long redelivery de-duplication remembers an entry"

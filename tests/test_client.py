@@ -128,3 +128,42 @@ def test_push_checks_before_writing_and_reads_back(r: redis.Redis, redis_url: st
         client.push("c", "x" * 2000, meta={"too": "big"})
         drain(make_daemon(redis_url, max_doc_bytes=1000))
         assert [d["error"] for d in client.dead_letters()] == ["too_large"]
+
+
+def test_cli_query_matches_the_upsert_alert_and_changes_nothing(r: redis.Redis, redis_url: str) -> None:
+    """`dedupd query -` (a real process) gives, per document, the matches an upsert of it alerts, and leaves the
+    index byte for byte as it was."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    rng = random.Random(9)
+    docs = corpus(8)
+    push(r, docs)
+    daemon = make_daemon(redis_url)
+    drain(daemon)
+    probes = [
+        {"id": f"p{i}", "text": variant(rng, d["text"], rng.randrange(0, 3))} for i, d in enumerate(docs[::5])
+    ]
+    before = index_dump(r)
+    env = {**os.environ, "DEDUPD_REDIS_URL": redis_url}
+    res = subprocess.run(
+        [sys.executable, "-m", "dedupd", "query", "-", "--json"],
+        env=env,
+        text=True,
+        input="".join(json.dumps(p) + "\n" for p in probes),
+        capture_output=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    assert index_dump(r) == before
+    verdicts = {v["id"]: v for v in map(json.loads, res.stdout.splitlines())}
+    assert len(verdicts) == len(probes) and any(v["duplicate"] for v in verdicts.values())
+    n_alerts = len(alerts(r))
+    push(r, probes)
+    drain(daemon)
+    got = {a["id"]: a for a in alerts(r)[n_alerts:]}
+    for p in probes:
+        earlier = [m for m in got[p["id"]]["matches"] if not m[0].startswith("p")] if p["id"] in got else []
+        assert verdicts[p["id"]]["matches"] == earlier, p["id"]
