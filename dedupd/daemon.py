@@ -121,9 +121,14 @@ class Daemon:
         self._signals += 1
         if self._signals > 1:
             log.warning("second signal: exiting now")
-            raise SystemExit(130)
+            raise SystemExit(130)  # code it interrupts may wrap it (numba: SystemError): see _exit_if_asked
         log.info("signal %s: finishing the current batch, then exiting", signal.Signals(signum).name)
         self.stopping.set()
+
+    def _exit_if_asked(self) -> None:
+        """A second signal's SystemExit may reach us wrapped in another exception: exit as it asked."""
+        if self._signals > 1:
+            raise SystemExit(130)
 
     def run(self) -> int:
         """Serve until stopped; returns the exit status."""
@@ -158,6 +163,7 @@ class Daemon:
             try:
                 self.iteration()
             except Exception as exc:
+                self._exit_if_asked()
                 if not is_transient(exc):
                     raise
                 if not since:
@@ -235,6 +241,7 @@ class Daemon:
         try:
             result = self.processor.process(batch, deliveries)
         except Exception as exc:
+            self._exit_if_asked()
             if _not_the_entry(exc):
                 raise
             log.exception("batch of %d entries failed; retrying them one by one", len(batch))
@@ -260,6 +267,7 @@ class Daemon:
             try:
                 result.add(self.processor.process([raw], deliveries))
             except Exception as exc:
+                self._exit_if_asked()
                 if _not_the_entry(exc):
                     raise
                 log.exception("entry %s failed", raw[0])
