@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from dedupd.alerts import decode_alert
 from dedupd.connection import RedisClient, connect
-from dedupd.entries import Op
+from dedupd.entries import REPLY_TO_RE, Op
 from dedupd.errors import ConfigError
 from dedupd.gateway import Gateway
 from dedupd.generations import Generations
@@ -199,7 +199,8 @@ class Client:
         bands = gw.fingerprinter.band_hashes([fps[i] for i in live])
         found = dict(zip(live, gw.peek(list(bands)), strict=True))
         own = {-(i + 1): (ids[i] or "", fps[i]) for i in live}
-        matched = find_matches(gw, own, {-(i + 1): found[i] for i in live if found[i]})
+        nums = dict(zip(ids, gw.nums_of([i or "" for i in ids]), strict=True))  # an indexed id: not itself
+        matched = find_matches(gw, own, {-(i + 1): found[i] - {nums[ids[i]]} for i in live if found[i]})
         hits = [matched.get(-(i + 1), []) for i in range(len(texts))]
         return [
             Verdict(i, tuple(Match(m[0], m[1]) for m in hit), cluster, gw.spec.verify)
@@ -310,6 +311,10 @@ def _fields(doc: Mapping[str, Any]) -> dict[str, str]:
         raise ConfigError("a document needs a non-empty 'id'")
     if op != "delete" and doc.get("text") is None:
         raise ConfigError(f"op {op!r} needs a 'text'")
+    if op == "query" and not REPLY_TO_RE.match(str(doc.get("reply_to", ""))):
+        raise ConfigError(
+            "op 'query' needs a 'reply_to' of 1-64 letters, digits, '_' or '-' (or use Client.query)"
+        )
     out: dict[str, str] = {}
     for name, value in doc.items():
         if value is None:

@@ -296,6 +296,28 @@ class Daemon:
             self.stream.touch(list(self.deferred))
         if self.reconcile.due():
             self.stream.reconcile()
+            self._prune_blockers()
+
+    def _prune_blockers(self) -> None:
+        """Entries that wait: drop the in-flight records holding them back that are no longer pending (an
+        entry deleted from the stream is acknowledged without its document, so its record stays)."""
+        docs: dict[str, str] = {}  # document id -> its oldest deferred entry
+        for entry_id, fields in self.deferred.values():
+            doc = self.stream.doc_field(fields).decode("utf-8", "replace")
+            if doc and (doc not in docs or sid(entry_id) < sid(docs[doc])):
+                docs[doc] = entry_id
+        names = list(docs)
+        flights = self.stream.inflight(names) if names else []
+        blockers = [
+            (o, doc)
+            for doc, flight in zip(names, flights, strict=True)
+            for o in flight
+            if sid(o) < sid(docs[doc]) and o not in self.deferred
+        ]
+        if blockers and self.stream.prune(blockers):
+            log.warning(
+                "in-flight records of entries no longer pending were removed (deleted from the stream?)"
+            )
 
     def _follow(self) -> None:
         """Follow a rebuild: switch to a new serving generation, and pause while a switch asks for it."""
@@ -372,6 +394,9 @@ class Daemon:
             ]
             if entries:
                 return entries
+            if got:  # claimed, but deleted from the stream meanwhile (Redis 6.2 returns it without fields)
+                log.warning("claimed entry %s was deleted from the stream; acknowledging it", entry_id)
+                self.stream.ack([(entry_id, {})])
         return []
 
     def _log_progress(self) -> None:

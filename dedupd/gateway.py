@@ -30,7 +30,7 @@ from dedupd.connection import RedisClient, ScriptPipeline, is_cluster
 from dedupd.fingerprint import Fingerprinter
 from dedupd.hashing import U64Array
 from dedupd.keys import Keys, Meta
-from dedupd.planner import DocState
+from dedupd.planner import DocState, sid
 from dedupd.record import Record, decode_records, record_doc_id
 from dedupd.spec import IndexSpec
 
@@ -138,9 +138,12 @@ class Gateway:
         nums: list[int] = resolved[0::2]
         tombs: list[str | None] = [None] * len(nums)
         for i, raw in enumerate(resolved[1::2]):
-            if raw:  # a forgotten id's record is found through its tombstone (another generation may hold it)
+            if raw:
                 tombs[i], tomb_num = _tombstone(raw)
-                nums[i] = nums[i] or tomb_num
+                # the record a delete removed is found through its tombstone, when the id is forgotten or the
+                # entry is not newer than the delete (a generation being rebuilt may still hold that record)
+                if not nums[i] or sid(requests[i][2]) <= sid(tombs[i] or ""):
+                    nums[i] = tomb_num
         records = self.load_records(n for n in nums if n > 0)
         get, none = records.get, ()
         return [

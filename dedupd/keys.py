@@ -26,7 +26,8 @@ class Meta(StrEnum):
     NEXT_SPEC = "next_spec"  # an unfinished rebuild's target spec (JSON)
     NEXT_GEN = "next_gen"  # and the generation it builds
     NEXT_MODE = "next_mode"  # how it fills it: "signatures", "stream" or "file"
-    NEXT_CUT = "next_cut"  # the input stream's last id when it began (file and signature modes)
+    NEXT_CUT = "next_cut"  # where its replay of the input stream began (the daemons' group floor at begin)
+    LAST_GEN = "last_gen"  # the highest generation number ever given out (numbers are never reused)
 
 
 @dataclass(frozen=True, slots=True)

@@ -401,23 +401,44 @@ LOOKUP_INFLIGHT = (
     _REGISTRY
     + """
 reconcile(ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))
-if #ARGV < 4 then return {} end
-return redis.call('HMGET', KEYS[2], unpack(ARGV, 4))
+local out = {}
+for i = 4, #ARGV, 1000 do  -- unpack takes a few thousand values at most
+  local part = redis.call('HMGET', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+  for _, v in ipairs(part) do out[#out + 1] = v end
+end
+return out
 """
 )
 
 # KEYS: the input stream, its in-flight hash, its in-flight count.  ARGV: group, then pairs (entry id, its
 # document id or ''). Acknowledges the entries and removes them from the registry, atomically.
+# KEYS: the input stream, its in-flight hash, its in-flight count.  ARGV: group, then pairs (entry id, its
+# document id): records that block an entry for long. Removes those no longer pending in the group (an entry
+# deleted from the stream and acknowledged without its document). Returns how many it removed.
+PRUNE_INFLIGHT = (
+    _REGISTRY
+    + """
+local n = 0
+for i = 2, #ARGV, 2 do
+  if #redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1) == 0 then n = n + remove(ARGV[i], ARGV[i + 1]) end
+end
+return n
+"""
+)
+
 ACK = (
     _REGISTRY
     + """
-local ids, n = {}, 0
+local ids, acked = {}, 0
 for i = 2, #ARGV, 2 do
   ids[#ids + 1] = ARGV[i]
-  n = n + remove(ARGV[i], ARGV[i + 1])
+  remove(ARGV[i], ARGV[i + 1])
 end
-if n > 0 then redis.call('DECRBY', KEYS[3], n) end
-for i = 1, #ids, 1000 do redis.call('XACK', KEYS[1], ARGV[1], unpack(ids, i, math.min(i + 999, #ids))) end
+for i = 1, #ids, 1000 do
+  acked = acked + redis.call('XACK', KEYS[1], ARGV[1], unpack(ids, i, math.min(i + 999, #ids)))
+end
+-- the count follows the pending entries (a too low count only makes the next lookup rebuild the registry)
+if acked > 0 then redis.call('DECRBY', KEYS[3], acked) end
 return #ids
 """
 )
@@ -444,8 +465,11 @@ if nxt then
   return {{'resumed', redis.call('HGET', KEYS[1], '{m["next_mode"]}') or ''}}
 end
 if spec == ARGV[3] then return {{'same', ''}} end
-local gen = tonumber(redis.call('HGET', KEYS[1], '{m["gen"]}') or '0')
-redis.call('HSET', KEYS[1], '{m["next_spec"]}', ARGV[3], '{m["next_gen"]}', gen + 1, '{m["next_mode"]}', ARGV[4],
+-- generation numbers only go up: an aborted rebuild's number is never used again
+local gen = math.max(tonumber(redis.call('HGET', KEYS[1], '{m["gen"]}') or '0'),
+                     tonumber(redis.call('HGET', KEYS[1], '{m["last_gen"]}') or '0')) + 1
+redis.call('HSET', KEYS[1], '{m["last_gen"]}', gen)
+redis.call('HSET', KEYS[1], '{m["next_spec"]}', ARGV[3], '{m["next_gen"]}', gen, '{m["next_mode"]}', ARGV[4],
            '{m["next_cut"]}', ARGV[5])
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
 return {{'began', ''}}

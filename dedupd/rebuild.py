@@ -105,6 +105,7 @@ class Rebuild:
         self.allow_missing = allow_missing
         self.wait_s = wait_s
         self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._pausing: int | None = None  # the generation the daemons are paused for, while they are
 
     # ----- the whole sequence -----
     def begin(self) -> tuple[State, bool]:
@@ -117,7 +118,17 @@ class Rebuild:
                 "signatures" if current is not None and rebands_only(current.spec, self.target) else "stream"
             )
         )
-        state, resumed = self.generations.begin(self.target, mode, self._stream_end(), self.token, LEASE_MS)
+        try:
+            state, resumed = self.generations.begin(
+                self.target, mode, self._replay_start(), self.token, LEASE_MS
+            )
+        except RebuildError as exc:
+            if "nothing to rebuild" in str(exc) and current is not None:  # leftovers of a rebuild cut short
+                self._destroy_group()
+                self.drop_other_generations(current.gen)
+            raise
+        if not resumed:  # a group left by an earlier, aborted or cut short rebuild would start elsewhere
+            self._destroy_group()
         if resumed and state.next_mode != mode:
             self.generations.release(self.token)
             how = {"file": "with --from FILE", "stream": "without --from", "signatures": "without --from"}
@@ -134,16 +145,22 @@ class Rebuild:
             start = "0" if state.next_mode == "stream" else (state.next_cut or "0")
             ensure_group(self.client, self.keys, REBUILD_GROUP, start)
             done = self.fill(state)
-            done += self.catch_up(state, until=None)
+            while (
+                caught := self.catch_up(state, until=None)
+            ) >= _BATCH:  # until little is left for the pause
+                done += caught
+            done += caught
             have, before = self.pause_and_switch(state)
         except BaseException:
             self.generations.release(self.token)
             raise
+        finally:
+            self._pausing = None
         self.generations.release(self.token)
+        self._destroy_group()  # switched: its replay position no longer matters (and it would hold trimming)
         assert state.next_gen is not None
         self.wait_for_daemons(lambda beat: beat.gen == state.next_gen, "follow the new generation")
         dropped = self.drop_generation(state.gen)
-        self._destroy_group()
         return Report(state, done, have, before, time.monotonic() - started, dropped)
 
     def abort(self) -> int:
@@ -211,33 +228,58 @@ class Rebuild:
                 for entry_id, fields in page:
                     yield _sid_text(entry_id), dict(fields)
                 cursor = _sid_text(page[-1][0])
-                self.client.xgroup_setid(self.keys.docs, REBUILD_GROUP, cursor)
+
+        def replayed(last: str) -> None:  # the group's position moves only once its entries are written
+            self.client.xgroup_setid(self.keys.docs, REBUILD_GROUP, last)
 
         if sid(end) > sid(position):
-            done = self._replay(state, entries(), total, "replaying the input stream")
+            done = self._replay(state, entries(), total, "replaying the input stream", replayed)
         return done
 
-    def _replay(self, state: State, source: Iterator[RawEntry], total: int | None, phase: str) -> int:
-        """Process entries into the next generation in order, as the daemons would (no outputs)."""
+    def _replay(
+        self,
+        state: State,
+        source: Iterator[RawEntry],
+        total: int | None,
+        phase: str,
+        replayed: Callable[[str], None] | None = None,
+    ) -> int:
+        """Process entries into the next generation in order, as the daemons would (no outputs); after each
+        batch, ``replayed`` gets its last entry id."""
         shadow = Processor(self._gateway(self._next(state), self._next_gen(state)), self.settings)
         done = 0
         batch: list[RawEntry] = []
         for raw in source:
             batch.append(raw)
             if len(batch) >= _BATCH:
-                done += self._replay_batch(shadow, batch, total, phase, done)
+                done += self._replay_batch(shadow, batch, total, phase, done, replayed)
                 batch = []
         if batch:
-            done += self._replay_batch(shadow, batch, total, phase, done)
+            done += self._replay_batch(shadow, batch, total, phase, done, replayed)
         return done
 
     def _replay_batch(
-        self, shadow: Processor, batch: list[RawEntry], total: int | None, phase: str, done: int
+        self,
+        shadow: Processor,
+        batch: list[RawEntry],
+        total: int | None,
+        phase: str,
+        done: int,
+        replayed: Callable[[str], None] | None,
     ) -> int:
         shadow.process(batch)
-        self.generations.renew(self.token, LEASE_MS)
+        if replayed is not None:
+            replayed(batch[-1][0])
+        self.keepalive()
         self.progress(phase, done + len(batch), total)
         return len(batch)
+
+    def keepalive(self) -> None:
+        """Renew the lease, and while the daemons are paused for the switch, the pause too (long steps)."""
+        if self._pausing is None:
+            self.generations.renew(self.token, LEASE_MS)
+        else:
+            self.generations.pause(self.token, PAUSE_MS, self._pausing)
 
     # ----- steps 4-5: pause, last catch-up, check, switch -----
     def pause_and_switch(self, state: State) -> tuple[int, int]:
@@ -245,11 +287,13 @@ class Rebuild:
         assert state.next_gen is not None
         while True:
             self.generations.pause(self.token, PAUSE_MS, state.next_gen)
+            self._pausing = state.next_gen
             try:
                 self.wait_for_daemons(lambda beat: beat.paused == state.next_gen, "pause")
                 self.catch_up(state, until=self._delivered())
                 have, before = self.check_complete(state)
             except BaseException:
+                self._pausing = None
                 self.generations.pause(self.token, 1, state.next_gen)  # lift the pause at once
                 raise
             if self.generations.switch(self.token):
@@ -302,7 +346,8 @@ class Rebuild:
                     "they older versions of dedupd?); rerun `dedupd rebuild` to resume"
                 )
             self.progress(f"waiting for {len(behind)} daemon(s) to {what}", 0, None)
-            time.sleep(0.05)
+            self.keepalive()
+            time.sleep(0.2)
 
     # ----- step 6 and helpers -----
     def drop_generation(self, gen: int) -> int:
@@ -321,6 +366,16 @@ class Rebuild:
         self.progress(f"deleting generation {gen}", dropped, dropped)
         return dropped
 
+    def drop_other_generations(self, keep: int) -> int:
+        """Delete the record and bucket keys of every generation but ``keep`` (left by a rebuild cut short)."""
+        gens: set[int] = set()
+        for pattern in (self.keys.doc_pattern, self.keys.band_pattern_all):
+            for key in self.client.scan_iter(match=pattern, count=5000):
+                gen = int((key.decode() if isinstance(key, bytes) else key).split(":")[2])
+                if gen != keep:
+                    gens.add(gen)
+        return sum(self.drop_generation(g) for g in sorted(gens))
+
     def count_docs(self, gen: int) -> int:
         return sum(len(nums) for nums in self._doc_nums(gen))
 
@@ -332,6 +387,7 @@ class Rebuild:
             if len(nums) >= _BATCH:
                 yield nums
                 nums = []
+                self.keepalive()
         if nums:
             yield nums
 
@@ -354,6 +410,25 @@ class Rebuild:
         except redis.ResponseError:  # no stream yet
             return "0-0"
         return _sid_text(info["last-generated-id"])
+
+    def _replay_start(self) -> str:
+        """Where the replay of the input stream begins: just before the oldest entry the daemons' group has
+        not acknowledged (pending, or not yet delivered). Everything before it is in the records a rebuild
+        copies; everything after it is replayed (an entry applied already changes nothing again)."""
+        try:
+            groups = self.client.xinfo_groups(self.keys.docs)
+        except redis.ResponseError:
+            return "0-0"
+        for g in groups:
+            if _sid_text(g["name"]) != GROUP:
+                continue
+            if int(g["pending"]):
+                oldest = self.client.xpending(self.keys.docs, GROUP)["min"]
+                if oldest is not None:
+                    ms, seq = sid(_sid_text(oldest))
+                    return f"{ms}-{seq - 1}" if seq else f"{max(ms - 1, 0)}-{2**64 - 1 if ms else 0}"
+            return _sid_text(g["last-delivered-id"])
+        return "0-0"  # no daemon has read anything: replay it all
 
     def _delivered(self) -> str:
         """The last entry delivered to the daemons' group (everything after it is still to be read)."""

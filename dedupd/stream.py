@@ -88,6 +88,7 @@ class ConsumerStream:
         self._register = client.register_script(lua.REGISTER)
         self._ack = client.register_script(lua.ACK)
         self._lookup = client.register_script(lua.LOOKUP_INFLIGHT)
+        self._prune = client.register_script(lua.PRUNE_INFLIGHT)
 
     @property
     def _stream_keys(self) -> list[str]:
@@ -150,6 +151,15 @@ class ConsumerStream:
         args: list[Any] = [GROUP, self.max_id_bytes, RECONCILE_LIMIT, *doc_ids]
         found = self._lookup(keys=self._stream_keys, args=args)
         return [tuple(_text(v).split()) if v else () for v in found]
+
+    def prune(self, blockers: list[tuple[str, str]]) -> int:
+        """Remove the in-flight records of (entry id, document id) pairs no longer pending; how many went."""
+        if not blockers:
+            return 0
+        args: list[Any] = [GROUP]
+        for entry_id, doc in blockers:
+            args += [entry_id, doc]
+        return int(self._prune(keys=self._stream_keys, args=args))
 
     def reconcile(self) -> None:
         """Bring the in-flight registry in step with the group's pending entries (when nothing is read)."""

@@ -138,3 +138,35 @@ def test_a_running_daemon_verifies_at_the_rebuilt_threshold(r: redis.Redis, redi
     got = alerts(r)
     assert [a["id"] for a in got] == ["after"]  # ("before" is the same text: it matches at 1.0 in any case)
     assert "base" in [m[0] for m in got[0]["matches"]]  # below 0.8, above 0.7
+
+
+def test_an_entry_pending_when_the_rebuild_begins_reaches_the_new_generation(
+    r: redis.Redis, redis_url: str
+) -> None:
+    """Re-banding copies the records; an entry a daemon held (pending) when the rebuild began and applies only
+    after the copy must still reach the new generation: the replay starts at the daemons' oldest pending entry,
+    not at the stream's end (before, the completeness check failed, and a delete there was lost)."""
+    from dedupd.rebuild import Rebuild
+    from dedupd.settings import load_settings
+
+    rng = random.Random(41)
+    a, b, c = text(rng), text(rng), text(rng)
+    daemon = make_daemon(redis_url)
+    push(r, [{"id": "X", "text": a}, {"id": "Z", "text": c}])
+    drain(daemon)
+    push(r, [{"id": "X", "text": b}, {"id": "Z", "op": "delete"}])
+    held, _ = daemon._next_batch()  # delivered, not yet applied
+    settings = load_settings(redis_url=redis_url, bands=16, rows=8)
+    state = Generations(r, Keys()).read()
+    assert state is not None
+    rb = Rebuild(r, settings, settings.rebuild_target(state.spec), lambda *_: None)
+    begun, _ = rb.begin()
+    assert begun.next_mode == "signatures"
+    rb.fill(begun)  # copies X = a, Z = c
+    daemon.handle(held, None)  # the daemon applies X = b and deletes Z on the serving generation, and acks
+    r.delete(Keys().heartbeat(daemon.consumer))  # it is not iterating here: the switch need not wait for it
+    rb.run(begun)
+    daemon.iteration()  # follows the new generation
+    push(r, [{"id": "probe-b", "text": b}, {"id": "probe-a", "text": a}, {"id": "probe-c", "text": c}])
+    drain(daemon)
+    assert [(x["id"], x["duplicate_of"]) for x in alerts(r)] == [("probe-b", "X")]
