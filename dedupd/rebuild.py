@@ -106,6 +106,7 @@ class Rebuild:
         self.wait_s = wait_s
         self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._pausing: int | None = None  # the generation the daemons are paused for, while they are
+        self._released = False  # the lease was given up (after the switch)
 
     # ----- the whole sequence -----
     def begin(self) -> tuple[State, bool]:
@@ -157,6 +158,7 @@ class Rebuild:
         finally:
             self._pausing = None
         self.generations.release(self.token)
+        self._released = True
         self._destroy_group()  # switched: its replay position no longer matters (and it would hold trimming)
         assert state.next_gen is not None
         self.wait_for_daemons(lambda beat: beat.gen == state.next_gen, "follow the new generation")
@@ -276,6 +278,8 @@ class Rebuild:
 
     def keepalive(self) -> None:
         """Renew the lease, and while the daemons are paused for the switch, the pause too (long steps)."""
+        if self._released:
+            return  # switched: nothing left to hold
         if self._pausing is None:
             self.generations.renew(self.token, LEASE_MS)
         else:
