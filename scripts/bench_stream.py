@@ -251,19 +251,7 @@ def run_dedupd(
     try:
         for k in range(consumers):
             logf = workdir / f"serve-{corpus.name}-c{consumers}-{verify}-{time.strftime('%H%M%S')}-{k}.log"
-            with open(logf, "wb") as fh:
-                daemons.append(
-                    (
-                        subprocess.Popen(
-                            [dedupd, "serve"],
-                            env=env,
-                            stdout=fh,
-                            stderr=subprocess.STDOUT,
-                            start_new_session=True,
-                        ),
-                        logf,
-                    )
-                )
+            daemons.append(quality.spawn_serve(dedupd, env, logf))
         deadline = time.monotonic() + 60
         while (state := group_state(client)) is None or state["consumers"] < consumers:
             for proc, logf in daemons:

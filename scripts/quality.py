@@ -387,27 +387,23 @@ def start_servers(
     return client, url, redis_proc
 
 
+def spawn_serve(dedupd: str, env: dict[str, str], logf: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """One ``dedupd serve`` logging to ``logf``, in its own session (a signal to this script's process group
+    does not reach it)."""
+    with open(logf, "wb") as fh:
+        proc = subprocess.Popen(
+            [dedupd, "serve"], env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    return proc, logf
+
+
 def start_daemons(
     args: argparse.Namespace, dedupd: str, env: dict[str, str], workdir: Path, client: Any, daemons: Daemons
 ) -> dict[str, Any]:
     """Start ``--consumers`` x ``dedupd serve`` (appended to ``daemons`` as they start) and wait for the
     consumer group; returns its state then."""
     for k in range(args.consumers):
-        logf = workdir / f"serve-{k}.log"
-        with open(logf, "wb") as fh:
-            # own session: a signal to this script's process group does not reach the daemons
-            daemons.append(
-                (
-                    subprocess.Popen(
-                        [dedupd, "serve"],
-                        env=env,
-                        stdout=fh,
-                        stderr=subprocess.STDOUT,
-                        start_new_session=True,
-                    ),
-                    logf,
-                )
-            )
+        daemons.append(spawn_serve(dedupd, env, workdir / f"serve-{k}.log"))
     deadline = time.monotonic() + 60
     while (state := group_state(client)) is None or state["consumers"] < 1:
         for proc, logf in daemons:
