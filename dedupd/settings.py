@@ -21,6 +21,7 @@ from pydantic_settings import (
 
 from dedupd.errors import ConfigError
 from dedupd.lsh import DEFAULT_FN_WEIGHT, DEFAULT_FP_WEIGHT, LSHParams
+from dedupd.redact import redact_url
 from dedupd.spec import IndexSpec, ShingleSpec, shard_bits_for
 
 PREFIX_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
@@ -304,15 +305,7 @@ class Settings(BaseSettings):
         """The Redis URL with any password hidden, fit for logs."""
         if not self.redis_url:
             return f"embedded ({self.data_dir})"
-        # up to the last '@' before the query: a password holding '/', '@' or '#' unencoded is hidden whole
-        return re.sub(
-            r"//([^?]*)@", lambda m: "//" + _redact_userinfo(m.group(1)) + "@", self.redis_url, count=1
-        )
-
-
-def _redact_userinfo(info: str) -> str:
-    user, sep, _ = info.partition(":")
-    return f"{user}:***" if sep else "***"
+        return redact_url(self.redis_url)
 
 
 def load_settings(**overrides: Any) -> Settings:
