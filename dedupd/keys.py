@@ -16,6 +16,8 @@ from typing import Any
 
 GROUP = "dedupd"  # the consumer group of the daemons on the input stream
 REBUILD_GROUP = "dedupd-rebuild"  # the group through which `dedupd rebuild` replays the input stream
+# a field of the in-flight hash that no document id can be (not UTF-8; see lua._REGISTRY)
+INFLIGHT_SENTINEL = b"\xff\xfededupd"
 
 
 class Meta(StrEnum):

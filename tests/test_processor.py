@@ -367,3 +367,18 @@ def test_redelivery_after_a_crash_before_the_alert_still_alerts(
     assert [(a["id"], a["duplicate_of"]) for a in alerts(r)] == [("a", "b")]
     x.handle(batch_a, {batch_a[0][0]: 3})  # and again: nothing more
     assert len(alerts(r)) == 1 and pending(r) == 0
+
+
+def test_the_in_flight_registry_stays_a_hashtable(r: redis.Redis, redis_url: str) -> None:
+    """The registry's hash keeps its hashtable encoding (a listpack is scanned on every lookup) and holds
+    only its marker field once everything is acknowledged."""
+    from dedupd.keys import INFLIGHT_SENTINEL
+
+    rng = random.Random(13)
+    push(r, [{"id": f"d{i}", "text": text(rng)} for i in range(20)])
+    daemon = make_daemon(redis_url)
+    daemon._next_batch()
+    assert r.object("encoding", Keys().inflight) == b"hashtable" and r.hlen(Keys().inflight) == 21
+    daemon._recover_from = "0-0"
+    drain(daemon)
+    assert r.hkeys(Keys().inflight) == [INFLIGHT_SENTINEL] and int(r.get(Keys().inflight_count)) == 0
