@@ -71,21 +71,22 @@ def test_query_through_the_stream_replies_and_changes_nothing(r: redis.Redis, re
     expiring), no alert, nothing in the index; a bad reply_to is dead-lettered."""
     rng = random.Random(6)
     base = text(rng, 60)
-    push(r, [{"id": "orig", "text": base}])
+    push(r, [{"id": "orig", "text": base}, {"id": "orig2", "text": variant(rng, base, 2)}])
     daemon = make_daemon(redis_url)
     drain(daemon)
     before = index_dump(r)
+    q1 = variant(rng, base)
     push(
         r,
         [
-            {"id": "q1", "op": "query", "reply_to": "me", "text": variant(rng, base)},
+            {"id": "q1", "op": "query", "reply_to": "me", "text": q1},
             {"id": "q2", "op": "query", "reply_to": "me", "text": text(rng, 60)},
             {"id": "q3", "op": "query", "reply_to": "no such/name", "text": base},
             {"id": "q4", "op": "query", "text": base},
         ],
     )
     drain(daemon)
-    assert index_dump(r) == before and alerts(r) == []
+    assert index_dump(r) == before and len(alerts(r)) == 1  # orig2 ~ orig, from before: no new alert
     replies = [Verdict.from_fields(f) for _, f in r.xrange(Keys().reply("me"))]
     assert [(v.id, v.duplicate, v.duplicate_of) for v in replies] == [
         ("q1", True, "orig"),
@@ -98,6 +99,11 @@ def test_query_through_the_stream_replies_and_changes_nothing(r: redis.Redis, re
     assert [(f[b"id"], f[b"error"]) for f in dead(r)] == [(b"q3", b"bad_reply_to"), (b"q4", b"bad_reply_to")]
     daemon.processor.process([(e.decode(), f) for e, f in r.xrange(Keys().docs)][-4:-2])  # redelivered
     assert len(r.xrange(Keys().reply("me"))) == 2  # once per query entry
+    push(r, [{"id": "u1", "text": q1}])  # the same text as q1, upserted: its alert names the same matches
+    drain(daemon)
+    upserted = alerts(r)[-1]
+    assert upserted["id"] == "u1" and replies[0].matches
+    assert [[m.id, round(m.similarity, 4)] for m in replies[0].matches] == upserted["matches"]
 
 
 def test_signature_uses_the_index_parameters(r: redis.Redis, redis_url: str) -> None:
