@@ -13,8 +13,10 @@ whichever consumer processes which entry and in whatever order they finish. The 
 - an entry not newer than the version was applied already (a redelivery) or superseded: it changes nothing;
 - an entry newer than the version waits (:attr:`Action.DEFER`) while an older entry of the same document
   is in flight (delivered to the consumer group, not yet acknowledged) and newer than the version, i.e. not
-  yet applied. Entries are registered as in flight atomically with their delivery (lua.READ_NEW), and
-  delivery follows stream order, so no older entry can appear after the check.
+  yet applied. Entries are recorded as in flight right after their delivery (lua.REGISTER), and the lookup
+  a batch decides with (lua.LOOKUP_INFLIGHT) first checks, atomically, that every pending entry of the group
+  is recorded (else it rebuilds the record from them); delivery follows stream order, so no older entry
+  can appear after the check.
 
 Example: ``upsert X`` (1-0) is held by a consumer that dies; another consumer reads ``append X`` (2-0):
 
