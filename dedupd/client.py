@@ -197,10 +197,10 @@ class Client:
         fps = gw.fingerprinter.compute(texts)
         live = [i for i, fp in enumerate(fps) if not fp.empty]
         bands = gw.fingerprinter.band_hashes([fps[i] for i in live])
-        found = dict(zip(live, gw.peek(list(bands)), strict=True))
+        nums = gw.nums_of([ids[i] or "" for i in live])  # an indexed document's id: compared as its upsert
+        found = dict(zip(live, gw.peek(list(bands), nums), strict=True))
         own = {-(i + 1): (ids[i] or "", fps[i]) for i in live}
-        nums = dict(zip(ids, gw.nums_of([i or "" for i in ids]), strict=True))  # an indexed id: not itself
-        matched = find_matches(gw, own, {-(i + 1): found[i] - {nums[ids[i]]} for i in live if found[i]})
+        matched = find_matches(gw, own, {-(i + 1): found[i] for i in live if found[i]})
         hits = [matched.get(-(i + 1), []) for i in range(len(texts))]
         return [
             Verdict(i, tuple(Match(m[0], m[1]) for m in hit), cluster, gw.spec.verify)

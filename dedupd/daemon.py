@@ -39,7 +39,7 @@ from dedupd.planner import sid
 from dedupd.processor import BatchResult, Processor, RawEntry
 from dedupd.settings import Settings
 from dedupd.spec import IndexSpec
-from dedupd.stream import ConsumerStream, ensure_group
+from dedupd.stream import ConsumerStream, ensure_group, entries_of
 
 log = logging.getLogger(__name__)
 
@@ -389,9 +389,7 @@ class Daemon:
         while self._claimed:
             entry_id = self._claimed.popleft()
             got: Any = self.client.xclaim(self.keys.docs, GROUP, self.consumer, 0, [entry_id])
-            entries = [
-                (e.decode() if isinstance(e, bytes) else str(e), dict(f)) for e, f in got if f is not None
-            ]
+            entries = entries_of(got)
             if entries:
                 return entries
             if got:  # claimed, but deleted from the stream meanwhile (Redis 6.2 returns it without fields)

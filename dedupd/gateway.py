@@ -237,8 +237,10 @@ class Gateway:
         pipe.script(self._forget, keys, args)
         pipe.execute()
 
-    def peek(self, bands: Sequence[U64Array]) -> list[set[int]]:
-        """The integer ids in the buckets of each band-hash row, read only (a query joins nothing)."""
+    def peek(self, bands: Sequence[U64Array], exclude: Sequence[int]) -> list[set[int]]:
+        """The integer ids in the buckets of each band-hash row, read only (a query joins nothing), less the
+        row's ``exclude`` id (a query carrying an indexed document's id is compared as its upsert would be,
+        not with that document itself; 0 = none)."""
         rows = [np.asarray(b, dtype=np.uint64) for b in bands]
         flat = np.concatenate(rows) if rows else np.zeros(0, dtype=np.uint64)
         band = (
@@ -254,12 +256,13 @@ class Gateway:
             pipe.hget(name, f.tobytes())
         found = iter(pipe.execute() if names else [])
         out: list[set[int]] = []
-        for r in rows:
+        for r, own in zip(rows, exclude, strict=True):
             ids: set[int] = set()
             for _ in range(r.size):
                 packed = next(found)
                 if packed:
                     ids.update(np.frombuffer(packed, dtype="<u4").tolist())
+            ids.discard(own)
             out.append(ids)
         return out
 

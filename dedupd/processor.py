@@ -269,8 +269,9 @@ class Processor:
             ]
         )
         queries = [i for i, s in enumerate(steps) if s.action is Action.QUERY and bands[len(steps) + i].size]
-        for i, f in zip(queries, gw.peek([bands[len(steps) + i] for i in queries]), strict=True):
-            found[i] = f - {steps[i].num}  # a query with an indexed document's id: as its upsert, not itself
+        peeked = gw.peek([bands[len(steps) + i] for i in queries], [steps[i].num for i in queries])
+        for i, f in zip(queries, peeked, strict=True):
+            found[i] = f
         return _Run(steps, new, found)
 
     def _band_hashes(self, fps: Sequence[Fingerprint | None]) -> list[U64Array]:

@@ -48,7 +48,7 @@ from dedupd.processor import Processor, RawEntry
 from dedupd.record import decode_records
 from dedupd.settings import Settings
 from dedupd.spec import IndexSpec
-from dedupd.stream import ensure_group
+from dedupd.stream import as_text, ensure_group
 
 __all__ = ["Rebuild", "RebuildError", "Report", "file_source", "rebands_only"]
 
@@ -76,10 +76,6 @@ class Report:
     before: int
     seconds: float
     dropped: int
-
-
-def _sid_text(raw: bytes | str) -> str:
-    return raw.decode() if isinstance(raw, bytes) else raw
 
 
 class Rebuild:
@@ -228,8 +224,8 @@ class Rebuild:
                 if not page:
                     return
                 for entry_id, fields in page:
-                    yield _sid_text(entry_id), dict(fields)
-                cursor = _sid_text(page[-1][0])
+                    yield as_text(entry_id), dict(fields)
+                cursor = as_text(page[-1][0])
 
         def replayed(last: str) -> None:  # the group's position moves only once its entries are written
             self.client.xgroup_setid(self.keys.docs, REBUILD_GROUP, last)
@@ -375,7 +371,7 @@ class Rebuild:
         gens: set[int] = set()
         for pattern in (self.keys.doc_pattern, self.keys.band_pattern_all):
             for key in self.client.scan_iter(match=pattern, count=5000):
-                gen = int((key.decode() if isinstance(key, bytes) else key).split(":")[2])
+                gen = int(as_text(key).split(":")[2])
                 if gen != keep:
                     gens.add(gen)
         return sum(self.drop_generation(g) for g in sorted(gens))
@@ -413,7 +409,7 @@ class Rebuild:
             info = self.client.xinfo_stream(self.keys.docs)
         except redis.ResponseError:  # no stream yet
             return "0-0"
-        return _sid_text(info["last-generated-id"])
+        return as_text(info["last-generated-id"])
 
     def _replay_start(self) -> str:
         """Where the replay of the input stream begins: just before the oldest entry the daemons' group has
@@ -424,14 +420,14 @@ class Rebuild:
         except redis.ResponseError:
             return "0-0"
         for g in groups:
-            if _sid_text(g["name"]) != GROUP:
+            if as_text(g["name"]) != GROUP:
                 continue
             if int(g["pending"]):
                 oldest = self.client.xpending(self.keys.docs, GROUP)["min"]
                 if oldest is not None:
-                    ms, seq = sid(_sid_text(oldest))
+                    ms, seq = sid(as_text(oldest))
                     return f"{ms}-{seq - 1}" if seq else f"{max(ms - 1, 0)}-{2**64 - 1 if ms else 0}"
-            return _sid_text(g["last-delivered-id"])
+            return as_text(g["last-delivered-id"])
         return "0-0"  # no daemon has read anything: replay it all
 
     def _delivered(self) -> str:
@@ -441,14 +437,14 @@ class Rebuild:
         except redis.ResponseError:
             return "0-0"
         for g in groups:
-            if _sid_text(g["name"]) == GROUP:
-                return _sid_text(g["last-delivered-id"])
+            if as_text(g["name"]) == GROUP:
+                return as_text(g["last-delivered-id"])
         return self._stream_end()
 
     def _group_position(self) -> str:
         for g in self.client.xinfo_groups(self.keys.docs):
-            if _sid_text(g["name"]) == REBUILD_GROUP:
-                return _sid_text(g["last-delivered-id"])
+            if as_text(g["name"]) == REBUILD_GROUP:
+                return as_text(g["last-delivered-id"])
         raise RebuildError("the rebuild's replay group disappeared (was the input stream deleted?); rerun it")
 
     def _count_between(self, after: str, until: str) -> int | None:

@@ -30,7 +30,8 @@ RawEntry = tuple[str, dict[bytes, bytes]]
 RECONCILE_LIMIT = 10_000  # pending entries a reconciliation of the in-flight registry looks at
 
 
-def _text(raw: Any) -> str:
+def as_text(raw: Any) -> str:
+    """A reply field (bytes from our clients) as text."""
     return raw.decode() if isinstance(raw, bytes) else str(raw)
 
 
@@ -55,17 +56,17 @@ def trim_floor(client: RedisClient, stream: str) -> tuple[int, int] | None:
     """
     floor: tuple[int, int] | None = None
     for g in client.xinfo_groups(stream):
-        ms, seq = sid(_text(g["last-delivered-id"]))
+        ms, seq = sid(as_text(g["last-delivered-id"]))
         need = (ms, seq + 1)
         if int(g["pending"]):
             oldest = client.xpending(stream, g["name"])["min"]
             if oldest is not None:
-                need = min(need, sid(_text(oldest)))
+                need = min(need, sid(as_text(oldest)))
         floor = need if floor is None else min(floor, need)
     return floor
 
 
-def _entries(raw: Any) -> list[RawEntry]:
+def entries_of(raw: Any) -> list[RawEntry]:
     """Entries as a script returns them (id, flat field list) or as redis-py parses them (id, dict)."""
     out: list[RawEntry] = []
     for entry_id, fields in raw or []:
@@ -73,7 +74,7 @@ def _entries(raw: Any) -> list[RawEntry]:
             continue
         if isinstance(fields, list):
             fields = dict(zip(fields[::2], fields[1::2], strict=True))
-        out.append((_text(entry_id), dict(fields)))
+        out.append((as_text(entry_id), dict(fields)))
     return out
 
 
@@ -104,7 +105,7 @@ class ConsumerStream:
         reply: Any = self.client.xreadgroup(
             GROUP, self.consumer, {self.keys.docs: ">"}, count=count, block=block_ms
         )
-        entries = _entries(reply[0][1] if reply else [])
+        entries = entries_of(reply[0][1] if reply else [])
         if entries:
             args: list[Any] = []
             for entry_id, fields in entries:
@@ -117,13 +118,13 @@ class ConsumerStream:
         that were deleted from the stream meanwhile."""
         reply: Any = self.client.xreadgroup(GROUP, self.consumer, {self.keys.docs: after}, count=count)
         raw = reply[0][1] if reply else []
-        gone = [_text(entry_id) for entry_id, fields in raw if fields is None]
-        return _entries(raw), gone
+        gone = [as_text(entry_id) for entry_id, fields in raw if fields is None]
+        return entries_of(raw), gone
 
     def autoclaim(self, idle_ms: int, cursor: str, count: int) -> tuple[list[str], str]:
         """Take over entries idle for ``idle_ms`` without counting a delivery; returns them and the next cursor."""
         claimed = [
-            _text(x)
+            as_text(x)
             for x in self.client.xautoclaim(
                 self.keys.docs, GROUP, self.consumer, idle_ms, cursor, count=count, justid=True
             )
@@ -150,7 +151,7 @@ class ConsumerStream:
         """Each document's in-flight entries, with every entry delivered so far accounted for."""
         args: list[Any] = [GROUP, self.max_id_bytes, RECONCILE_LIMIT, *doc_ids]
         found = self._lookup(keys=self._stream_keys, args=args)
-        return [tuple(_text(v).split()) if v else () for v in found]
+        return [tuple(as_text(v).split()) if v else () for v in found]
 
     def prune(self, blockers: list[tuple[str, str]]) -> int:
         """Remove the in-flight records of (entry id, document id) pairs no longer pending; how many went."""
@@ -174,7 +175,7 @@ class ConsumerStream:
         wanted = set(entry_ids)
         out: dict[str, int] = {}
         for p in pending:
-            mid = _text(p["message_id"])
+            mid = as_text(p["message_id"])
             if mid in wanted:
                 out[mid] = int(p["times_delivered"])
         return out
