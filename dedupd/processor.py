@@ -38,6 +38,8 @@ RawEntry = tuple[str, dict[bytes, bytes]]
 InFlight = Callable[[list[str]], list[tuple[str, ...]]]  # document ids -> their in-flight entry ids
 DeadLetter = tuple[RawEntry, str, str]  # the entry, its error code, the detail
 _WORDS = re.compile(r"\w+")
+PHRASE_WORDS = 3  # words per phrase of a ``baskets = "phrases"`` basket
+MAX_PHRASES = 1000  # distinct phrases a document's basket holds at most (its first ones)
 _MAX_ATTEMPTS = 8
 _NO_BANDS = np.zeros(0, dtype=np.uint64)
 
@@ -46,6 +48,21 @@ _OWN_FIELDS = (b"error", b"detail", b"input", b"truncated")
 MAX_DEAD_FIELDS = (
     1000  # a dead letter's original fields at most (and the server script's argument count bounded)
 )
+
+
+def phrases(text: str) -> list[str]:
+    """A text's distinct word 3-grams (lower case), in order of first appearance, at most ``MAX_PHRASES``.
+
+    >>> phrases("Read the docs. Read the docs!")
+    ['read the docs', 'the docs read', 'docs read the']
+    """
+    words = _WORDS.findall(text.lower())
+    seen: dict[str, None] = {}
+    for i in range(len(words) - PHRASE_WORDS + 1):
+        seen.setdefault(" ".join(words[i : i + PHRASE_WORDS]))
+        if len(seen) >= MAX_PHRASES:
+            break
+    return list(seen)
 
 
 def kept_fields(fields: dict[bytes, bytes], max_bytes: int) -> list[Any]:
@@ -300,14 +317,23 @@ class Processor:
         return {i: found[key] for i, key in key_of.items() if key in found}
 
     # ----- outputs -----
-    def _basket(self, e: Entry) -> list[str] | None:
-        if e.op is Op.DELETE or self.settings.baskets == "none":
+    def _basket(self, e: Entry, links: list[str]) -> list[str] | None:
+        """The basket entry's fields after ``id``, or None when the entry writes no basket."""
+        mode = self.settings.baskets
+        if e.op is Op.DELETE or mode == "none":
             return None
         if e.items is not None:
-            return list(e.items)
-        if self.settings.baskets == "words" and e.text:
-            return sorted(set(_WORDS.findall(e.text.lower())))
-        return None
+            return ["items", json.dumps(list(e.items), ensure_ascii=False)]
+        if mode == "sources":
+            if e.source is None:
+                return None
+            return ["items", json.dumps([e.source], ensure_ascii=False), "links", json.dumps(links)]
+        items = None
+        if mode == "words" and e.text:
+            items = sorted(set(_WORDS.findall(e.text.lower())))
+        elif mode == "phrases" and e.text:
+            items = phrases(e.text)
+        return None if items is None else ["items", json.dumps(items, ensure_ascii=False)]
 
     def _emit_outputs(
         self, run: _Run, done: list[int], matches: dict[int, list[Found]], result: BatchResult
@@ -340,10 +366,11 @@ class Processor:
             out.append((e.entry_id, [x for kv in alert.fields().items() for x in kv]))
         gw.emit(pipe, gw.keys.alerts, s.alerts_retention, s.seen_ttl_s, out)
         entries = [steps[i].entry for i in done if steps[i].action is not Action.QUERY]
+        links = {steps[i].entry.entry_id: [m[0] for m in matches[i]] for i, _ in alerting}
         baskets = [
-            (e.entry_id, ["id", e.doc_id, "items", json.dumps(b, ensure_ascii=False)])
+            (e.entry_id, ["id", e.doc_id, *b])
             for e in entries
-            if (b := self._basket(e)) is not None
+            if (b := self._basket(e, links.get(e.entry_id, []))) is not None
         ]
         gw.emit(pipe, gw.keys.baskets, s.basket_retention, s.seen_ttl_s, baskets)
         self._replies(

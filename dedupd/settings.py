@@ -137,8 +137,13 @@ class Settings(BaseSettings):
     max_id_bytes: int = Field(256, ge=1, le=4096, description="longest accepted id, in UTF-8 bytes")
 
     # outputs and retention
-    baskets: Literal["items", "words", "none"] = Field(
-        "items", description="basket per document: explicit items only, else its distinct words, or none"
+    baskets: Literal["items", "words", "sources", "phrases", "none"] = Field(
+        "items",
+        description=(
+            "basket per document: explicit items only; else its distinct words (words); its source and the"
+            " ids it duplicates, mined as the sources of each duplicate cluster (sources); its distinct"
+            " word 3-grams, for boilerplate (phrases); or none"
+        ),
     )
     basket_retention: int = Field(1_000_000, ge=1, description="baskets kept (approximate)")
     alerts_retention: int = Field(1_000_000, ge=1, description="alerts kept (approximate)")
