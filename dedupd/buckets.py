@@ -112,8 +112,9 @@ class SingleEncoding:
     with_checks = True
 
     def calls(
-        self, ops: BucketOps, writes: Sequence[DocWrite], record_key: Callable[[int], str]
+        self, ops: BucketOps, writes: Sequence[DocWrite], record_key: Callable[[int], str], full: int
     ) -> list[KeyCall]:
+        """The call of the batch; a bucket of ``full`` members takes no more."""
         checks = [w for w in writes if w.expected is not None]
         ends = np.zeros(len(ops.names) + 1, dtype="<u4")
         np.cumsum([len(name) for name in ops.names], out=ends[1:])
@@ -125,6 +126,7 @@ class SingleEncoding:
             _u32(np.arange(1, 1 + len(checks))),
             "".join(ops.names),
             ends.tobytes(),
+            str(full),
         ]
         for w in checks:
             args += [w.expected or "", w.record or b""]
@@ -152,8 +154,9 @@ class ClusterEncoding:
         return out
 
     def calls(
-        self, ops: BucketOps, writes: Sequence[DocWrite], record_key: Callable[[int], str]
+        self, ops: BucketOps, writes: Sequence[DocWrite], record_key: Callable[[int], str], full: int
     ) -> list[KeyCall]:
+        """One call per slot; a bucket of ``full`` members takes no more."""
         for name in ops.names:
             if name not in self._slots:
                 self._slots[name] = self._keyslot(name)
@@ -180,6 +183,7 @@ class ClusterEncoding:
                         b"",
                         b"",
                         b"",
+                        str(full),
                     ],
                 )
             )

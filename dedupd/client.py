@@ -29,7 +29,7 @@ from dedupd.errors import ConfigError
 from dedupd.gateway import Gateway
 from dedupd.generations import Generations
 from dedupd.keys import Keys
-from dedupd.matching import find_matches
+from dedupd.matching import choose_candidates, find_matches
 from dedupd.settings import Settings, load_settings
 from dedupd.spec import IndexSpec
 from dedupd.verdict import Match, Verdict, cluster_of
@@ -198,13 +198,14 @@ class Client:
         live = [i for i, fp in enumerate(fps) if not fp.empty]
         bands = gw.fingerprinter.band_hashes([fps[i] for i in live])
         nums = gw.nums_of([ids[i] or "" for i in live])  # an indexed document's id: compared as its upsert
-        found = dict(zip(live, gw.peek(list(bands), nums), strict=True))
+        reads = gw.peek(list(bands))
+        found = choose_candidates(gw, {-(i + 1): (r, n) for i, r, n in zip(live, reads, nums, strict=True)})
         own = {-(i + 1): (ids[i] or "", fps[i]) for i in live}
-        matched = find_matches(gw, own, {-(i + 1): found[i] for i in live if found[i]})
+        matched = find_matches(gw, own, found)
         hits = [matched.get(-(i + 1), []) for i in range(len(texts))]
         return [
-            Verdict(i, tuple(Match(m[0], m[1]) for m in hit), cluster, gw.spec.verify)
-            for i, hit, cluster in zip(ids, hits, cluster_of(gw, hits), strict=True)
+            Verdict(i, tuple(Match(m[0], m[1]) for m in kept), cluster, gw.spec.verify)
+            for i, (kept, cluster) in zip(ids, cluster_of(gw, hits), strict=True)
         ]
 
     def signature(self, text: str) -> npt.NDArray[np.uint32]:
@@ -236,7 +237,9 @@ class Client:
         if poll.spec is None:
             return None
         if self._gateway is None or (self._gateway.generation, self._gateway.spec) != (poll.gen, poll.spec):
-            self._gateway = Gateway(self.redis, self.keys, poll.spec, poll.gen, serving=False)
+            self._gateway = Gateway(
+                self.redis, self.keys, poll.spec, poll.gen, serving=False, bounds=self.settings.bounds()
+            )
         return self._gateway
 
     # ----- consuming -----

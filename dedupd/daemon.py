@@ -107,7 +107,12 @@ class Daemon:
 
     def _serve(self, spec: IndexSpec, gen: int) -> None:
         self.gateway = Gateway(
-            self.client, self.keys, spec, gen, tombstone_ttl_s=self.settings.tombstone_ttl_s
+            self.client,
+            self.keys,
+            spec,
+            gen,
+            tombstone_ttl_s=self.settings.tombstone_ttl_s,
+            bounds=self.settings.bounds(),
         )
         self.processor = Processor(self.gateway, self.settings, inflight=self.stream.inflight)
 

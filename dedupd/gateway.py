@@ -25,6 +25,7 @@ import numpy.typing as npt
 from redis.cluster import RedisCluster
 
 from dedupd import lua
+from dedupd.bounds import Bounds
 from dedupd.buckets import ClusterEncoding, DocWrite, KeyCall, SingleEncoding, bucket_ops
 from dedupd.connection import RedisClient, ScriptPipeline, is_cluster
 from dedupd.fingerprint import Fingerprinter
@@ -35,6 +36,8 @@ from dedupd.record import Record, decode_records, record_doc_id
 from dedupd.spec import IndexSpec
 
 Emitted = tuple[str, list[Any]]  # (input entry id, field/value list) of one output entry
+Packed = npt.NDArray[np.uint32]  # the ids read from a document's buckets, one per shared band
+_NOTHING: Packed = np.zeros(0, dtype=np.uint32)
 
 
 def open_spec(client: RedisClient, keys: Keys, spec: IndexSpec) -> tuple[IndexSpec, int]:
@@ -82,8 +85,10 @@ class Gateway:
         generation: int,
         serving: bool = True,
         tombstone_ttl_s: int = 7 * 86400,
+        bounds: Bounds | None = None,
     ) -> None:
         self.client = client
+        self.bounds = bounds or Bounds()
         self.keys = keys
         self.spec = spec
         self.generation = generation
@@ -95,19 +100,24 @@ class Gateway:
         reg = client.register_script
         self._resolve, self._forget = reg(lua.RESOLVE_IDS), reg(lua.FORGET_IDS)
         self._buckets, self._cas, self._versions = reg(lua.BUCKETS), reg(lua.RECORD_CAS), reg(lua.VERSIONS)
-        self._emit, self._union = reg(lua.EMIT_MANY), reg(lua.UNION_FIND)
-        self._reply, self._roots = reg(lua.REPLY), reg(lua.FIND_ROOTS)
+        self._emit, self._union = reg(lua.EMIT_MANY), reg(lua.UNION_ROOTS)
+        self._reply, self._roots, self._evict = reg(lua.REPLY), reg(lua.FIND_ROOTS), reg(lua.EVICT)
         self._shift = np.uint64(64 - spec.shard_bits)
         self._key_table: npt.NDArray[np.object_] | None = None
         self._key_cache: dict[tuple[int, int], str] = {}
 
     @classmethod
     def open(
-        cls, client: RedisClient, keys: Keys, spec: IndexSpec, tombstone_ttl_s: int = 7 * 86400
+        cls,
+        client: RedisClient,
+        keys: Keys,
+        spec: IndexSpec,
+        tombstone_ttl_s: int = 7 * 86400,
+        bounds: Bounds | None = None,
     ) -> Gateway:
         """The serving generation's gateway (see :func:`open_spec`, which may raise)."""
         spec, gen = open_spec(client, keys, spec)
-        return cls(client, keys, spec, gen, tombstone_ttl_s=tombstone_ttl_s)
+        return cls(client, keys, spec, gen, tombstone_ttl_s=tombstone_ttl_s, bounds=bounds)
 
     def nums_of(self, doc_ids: Sequence[str]) -> list[int]:
         """The integer id of each document id (0 = unknown); creates none."""
@@ -178,7 +188,7 @@ class Gateway:
         return {n: v.decode() if isinstance(v, bytes) else str(v) for n, v in zip(nums, found, strict=True)}
 
     # ----- writing -----
-    def apply(self, writes: Sequence[DocWrite]) -> list[set[int] | None]:
+    def apply(self, writes: Sequence[DocWrite]) -> list[Packed | None]:
         """Apply the writes of a batch: records and buckets of every document, in batch order.
 
         On a single Redis this is one script call, atomic: a document whose record changed since it was
@@ -186,8 +196,8 @@ class Gateway:
         checked and written first (one script per record), then the buckets of the documents that passed.
 
         Returns:
-            For each write, the integer ids found in the buckets it joined (itself excluded), or None
-            when its record had changed (process that entry again).
+            For each write, the integer ids found in the buckets it joined (one per shared bucket, possibly
+            itself: see bounds.ranked), or None when its record had changed (process that entry again).
         """
         passed = [True] * len(writes)
         if isinstance(self.encoding, ClusterEncoding):
@@ -196,26 +206,54 @@ class Gateway:
         ops = bucket_ops(
             writes, self.spec.bands, self._shift, self.spec.shard_bits, self._names, self.encoding.with_checks
         )
-        calls = self.encoding.calls(ops, writes, self.record_key) if ops is not None else []
+        full = self.bounds.bucket_members
+        calls = self.encoding.calls(ops, writes, self.record_key, full) if ops is not None else []
         pipe = ScriptPipeline(self.client)
         for keys, args in calls:
             pipe.script(self._buckets, keys, args)
         replies = pipe.execute() if calls else []
-        found: list[set[int] | None] = []
-        for i, w in enumerate(writes):
+        found: list[Packed | None] = []
+        for i in range(len(writes)):
             parts = [group[i] for group in replies]
             if b"!" in parts or not passed[i]:
                 found.append(None)
                 continue
             packed = b"".join(parts)
-            ids = set(np.frombuffer(packed, dtype="<u4").tolist()) if packed else set()
-            ids.discard(w.num)
-            found.append(ids)
+            found.append(np.frombuffer(packed, dtype="<u4") if packed else _NOTHING)
         if self.cluster:  # a deleted record goes after its buckets are left
             done = [w for w, f in zip(writes, found, strict=True) if w.delete and f is not None]
             if done:
                 self.client.delete(*[self.record_key(w.num) for w in done])
         return found
+
+    def evict(self, pipe: ScriptPipeline, items: Sequence[tuple[int, int, int, int]]) -> None:
+        """Queue evictions (band, band hash, the member that stays, the one that leaves): the one leaves that
+        bucket only while the other is in it (lua.EVICT; one call, or one per slot on a Redis Cluster)."""
+        if not items:
+            return
+        band, hashes, keep, gone = (np.array(col, dtype=np.uint64) for col in zip(*items, strict=True))
+        shard = (
+            (hashes >> self._shift).astype(np.int64)
+            if self.spec.shard_bits
+            else np.zeros(len(items), np.int64)
+        )
+        names = self._names(band.astype(np.int64), shard)
+        fields = (hashes & np.uint64(0xFFFFFFFF)).astype("<u4")
+        slot_of = self._keyslot if self.cluster else (lambda _: 0)
+        groups: dict[int, list[int]] = {}
+        for i, name in enumerate(names):
+            groups.setdefault(slot_of(name), []).append(i)
+        for sel in groups.values():
+            used = list(dict.fromkeys(names[i] for i in sel))
+            index = {name: k + 1 for k, name in enumerate(used)}
+            pick = np.array(sel, dtype=np.int64)
+            args: list[bytes | str] = [
+                np.array([index[names[i]] for i in sel], dtype="<u4").tobytes(),
+                fields[pick].tobytes(),
+                keep[pick].astype("<u4").tobytes(),
+                gone[pick].astype("<u4").tobytes(),
+            ]
+            pipe.script(self._evict, used, args)
 
     def _check_records(self, calls: list[KeyCall], writes: Sequence[DocWrite]) -> list[bool]:
         pipe = ScriptPipeline(self.client)
@@ -237,10 +275,9 @@ class Gateway:
         pipe.script(self._forget, keys, args)
         pipe.execute()
 
-    def peek(self, bands: Sequence[U64Array], exclude: Sequence[int]) -> list[set[int]]:
-        """The integer ids in the buckets of each band-hash row, read only (a query joins nothing), less the
-        row's ``exclude`` id (a query carrying an indexed document's id is compared as its upsert would be,
-        not with that document itself; 0 = none)."""
+    def peek(self, bands: Sequence[U64Array]) -> list[Packed]:
+        """The integer ids in the buckets of each band-hash row (one per shared bucket), read only: a query
+        joins nothing."""
         rows = [np.asarray(b, dtype=np.uint64) for b in bands]
         flat = np.concatenate(rows) if rows else np.zeros(0, dtype=np.uint64)
         band = (
@@ -255,15 +292,10 @@ class Gateway:
         for name, f in zip(names, fields, strict=True):
             pipe.hget(name, f.tobytes())
         found = iter(pipe.execute() if names else [])
-        out: list[set[int]] = []
-        for r, own in zip(rows, exclude, strict=True):
-            ids: set[int] = set()
-            for _ in range(r.size):
-                packed = next(found)
-                if packed:
-                    ids.update(np.frombuffer(packed, dtype="<u4").tolist())
-            ids.discard(own)
-            out.append(ids)
+        out: list[Packed] = []
+        for r in rows:
+            packed = b"".join(next(found) or b"" for _ in range(r.size))
+            out.append(np.frombuffer(packed, dtype="<u4") if packed else _NOTHING)
         return out
 
     def roots(self, nums: Sequence[int]) -> list[int]:
@@ -296,12 +328,23 @@ class Gateway:
             args += [marker, len(pairs) // 2, *pairs]
         pipe.script(self._emit, [stream, self.keys.seen(stream)], args)
 
-    def union(self, groups: Sequence[tuple[int, Sequence[int]]]) -> list[int]:
-        """Union each document with its matches (union-find in Redis); the root of each group."""
+    def union(self, groups: Sequence[tuple[int, Sequence[int]]]) -> list[tuple[int, list[int]]]:
+        """Union each document with its matches (union-find in Redis, one union per distinct cluster root).
+
+        Returns:
+            Per group, the root of the document's cluster after it, and the root each match had before
+            (before the document joined: its earlier cluster).
+        """
         args: list[int] = []
         for num, matches in groups:
             args += [num, len(matches), *matches]
-        return [int(x) for x in self._union(keys=[self.keys.uf_parent], args=args)]
+        reply: list[Any] = self._union(keys=[self.keys.uf_parent], args=args)
+        out: list[tuple[int, list[int]]] = []
+        at = 0
+        for _, matches in groups:
+            out.append((int(reply[at]), [int(x) for x in reply[at + 1 : at + 1 + len(matches)]]))
+            at += 1 + len(matches)
+        return out
 
     def cluster_names(self, roots: list[int], known: dict[int, str]) -> list[str]:
         """A cluster is named by its root (oldest) document's id; ``#n`` if that document is gone."""

@@ -129,55 +129,77 @@ return n
 )
 
 # KEYS: parent.  ARGV: integer ids.  The root of each one's cluster, read only (a query changes nothing).
-FIND_ROOTS = """
-local out = {}
-for i = 1, #ARGV do
-  local x = ARGV[i]
-  for _ = 1, 1000 do
-    local p = redis.call('HGET', KEYS[1], x)
-    if (not p) or p == x then break end
-    x = p
+# This call's view of the union-find parent hash (KEYS[1]): each id read once, written through.
+_PARENTS = """
+local parent = {}
+local function up(x)
+  local p = parent[x]
+  if p == nil then
+    p = redis.call('HGET', KEYS[1], x) or x
+    parent[x] = p
   end
-  out[i] = tonumber(x)
+  return p
 end
-return out
-"""
-
-# KEYS: parent.  ARGV: groups "n k m1 .. mk": union n with each m; returns per group the root's integer
-# id (the root is the cluster's oldest document: union by smaller integer id).
-UNION_FIND = """
-local function find(x)
-  local root = x
-  local path = {}
-  while true do
-    local p = redis.call('HGET', KEYS[1], root)
-    if (not p) or p == root then break end
+local function find(x, compress)
+  local root, path = x, {}
+  for _ = 1, 100000 do
+    local p = up(root)
+    if p == root then break end
     path[#path + 1] = root
     root = p
   end
-  for _, v in ipairs(path) do redis.call('HSET', KEYS[1], v, root) end
-  return root
-end
-local out = {}
-local i = 1
-while i <= #ARGV do
-  local n = ARGV[i]
-  local k = tonumber(ARGV[i + 1])
-  for j = 1, k do
-    local a, b = find(n), find(ARGV[i + 1 + j])
-    if a ~= b then
-      if tonumber(a) < tonumber(b) then
-        redis.call('HSET', KEYS[1], b, a)
-      else
-        redis.call('HSET', KEYS[1], a, b)
+  if compress then
+    for _, v in ipairs(path) do
+      if parent[v] ~= root then
+        parent[v] = root
+        redis.call('HSET', KEYS[1], v, root)
       end
     end
   end
-  out[#out + 1] = tonumber(find(n))
+  return root
+end
+"""
+
+# KEYS: parent.  ARGV: integer ids.  Returns the root of each one's cluster (read only).
+FIND_ROOTS = (
+    _PARENTS
+    + """
+local out = {}
+for i = 1, #ARGV do out[i] = tonumber(find(ARGV[i], false)) end
+return out
+"""
+)
+
+# KEYS: parent.  ARGV: groups "n k m1 .. mk": union n with the cluster of each m, once per distinct root
+# (the root is the cluster's oldest document: union by smaller integer id; paths compressed).
+# Returns per group: the root of n's cluster after the group, then the root each m had before it.
+UNION_ROOTS = (
+    _PARENTS
+    + """
+local out = {}
+local i = 1
+while i <= #ARGV do
+  local n, k = ARGV[i], tonumber(ARGV[i + 1])
+  local roots, done = {}, {}
+  for j = 1, k do roots[j] = find(ARGV[i + 1 + j], true) end
+  for j = 1, k do
+    if not done[roots[j]] then
+      done[roots[j]] = true
+      local a, b = find(n, true), find(roots[j], true)
+      if a ~= b then
+        if tonumber(a) > tonumber(b) then a, b = b, a end
+        parent[b] = a
+        redis.call('HSET', KEYS[1], b, a)
+      end
+    end
+  end
+  out[#out + 1] = tonumber(find(n, true))
+  for j = 1, k do out[#out + 1] = tonumber(roots[j]) end
   i = i + 2 + k
 end
 return out
 """
+)
 
 
 def _entry_of() -> str:
@@ -219,15 +241,20 @@ return out
 # Cluster, one slot per call); else the bucket hash names are concatenated in ARGV[6] and ARGV[7] holds 0
 # and the end of each name (uint32 LE): bucket hash i is ARGV[6][ends[i]+1 .. ends[i+1]] (single Redis: two
 # arguments instead of thousands of keys to pack and parse per batch).
-# ARGV[8], ARGV[9], ...: per CHECK* op, the input entry id the record was read with ('' = no record) and
+# ARGV[8]: the most members a bucket takes (a full bucket is read but not joined: its members already
+# collide in that band, and the document is found through them).
+# ARGV[9], ARGV[10], ...: per CHECK* op, the input entry id the record was read with ('' = no record) and
 # the new record ('' for CHECK_DELETE/CHECK).
+# A REJOIN (a redelivered document) reads the members that joined before it, or when it is not in the
+# bucket any more (evicted: lua.EVICT) the members with a smaller integer id (created before it).
 # Returns one string per END: the packed ids found in the buckets that document joined (before it), or
-# '!' when its record had changed since it was read (nothing of that document was written).
+# '!' when its record had changed since it was read (nothing of that document was written). Each bucket
+# holds at most ARGV[8] members, so a call's work is bounded by its ops, whatever the size of a cluster.
 BUCKETS = (
     ENTRY_OF
     + f"""
 local ops, kidx, fields, ids, ckidx = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local blob, ends = ARGV[6], ARGV[7]
+local blob, ends, full = ARGV[6], ARGV[7], 4 * tonumber(ARGV[8])
 local unpack4, sub, byte, call, sfind = struct.unpack, string.sub, string.byte, redis.call, string.find
 local named = ends ~= ''
 local JOIN, REJOIN, LEAVE, END = {_byte(Op.JOIN)}, {_byte(Op.REJOIN)}, {_byte(Op.LEAVE)}, {_byte(Op.END)}
@@ -268,9 +295,16 @@ for i = 1, #ops do
           n_acc = n_acc + 1
           if at then  -- already in it: JOIN reads the others, REJOIN only the ones that joined before it
             acc[n_acc] = op == JOIN and (sub(v, 1, at - 1) .. sub(v, at + 4)) or sub(v, 1, at - 1)
-          else
+          elseif op == JOIN then
             acc[n_acc] = v
-            call('HSET', key, field, v .. id)
+            if #v < full then call('HSET', key, field, v .. id) end
+          else  -- REJOIN of a document no longer in it (a newer one evicted it): only the older ids
+            local own, older = unpack4('<I4', id), {{}}
+            for p = 1, #v, 4 do
+              if unpack4('<I4', v, p) < own then older[#older + 1] = sub(v, p, p + 3) end
+            end
+            acc[n_acc] = table.concat(older)
+            if #v < full then call('HSET', key, field, v .. id) end
           end
         end
       else
@@ -291,7 +325,7 @@ for i = 1, #ops do
     id = nil
   else
     local key = KEYS[unpack4('<I4', ckidx, 4 * c + 1)]
-    local expected, record = ARGV[8 + 2 * c], ARGV[9 + 2 * c]
+    local expected, record = ARGV[9 + 2 * c], ARGV[10 + 2 * c]
     c = c + 1
     if entry_of(call('GET', key)) ~= expected then
       skip = true
@@ -317,6 +351,43 @@ elseif ARGV[1] == '{Op.CHECK_DELETE.value.decode()}' then redis.call('DEL', KEYS
 return 1
 """
 )
+
+# Older members of a cluster leave a bucket to a newer one (bounds.evictions).
+# KEYS: bucket hashes.  ARGV[1]: per eviction, its bucket hash's index in KEYS (uint32 LE, 1-based);
+# ARGV[2]: the field (4 bytes); ARGV[3]: the member that stays (4 bytes); ARGV[4]: the one that leaves.
+# The older one leaves when the newer one is in that bucket, else the newer one takes its place (it was
+# refused by a full bucket): the bucket keeps the cluster's newest members and never grows. Returns how
+# many changed.
+EVICT = """
+local kidx, fields, keep, gone = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local sub, byte, call, sfind = string.sub, string.byte, redis.call, string.find
+local function find(v, id)
+  local from = 1
+  while true do
+    local s = sfind(v, id, from, true)
+    if not s then return nil end
+    if (s - 1) % 4 == 0 then return s end
+    from = s + 1
+  end
+end
+local n = 0
+for at = 1, #fields, 4 do
+  local b1, b2, b3, b4 = byte(kidx, at, at + 3)
+  local key, field = KEYS[b1 + 256 * b2 + 65536 * b3 + 16777216 * b4], sub(fields, at, at + 3)
+  local v = call('HGET', key, field)
+  local p = v and find(v, sub(gone, at, at + 3))
+  if p then
+    local stays = sub(keep, at, at + 3)
+    if find(v, stays) then  -- the newer one is there: the older one leaves
+      call('HSET', key, field, sub(v, 1, p - 1) .. sub(v, p + 4))
+    else  -- the newer one was refused (a full bucket): it takes the older one's place
+      call('HSET', key, field, sub(v, 1, p - 1) .. stays .. sub(v, p + 4))
+    end
+    n = n + 1
+  end
+end
+return n
+"""
 
 # KEYS: the input stream.  ARGV: per entry, its field count n, then n field/value pairs.
 # XADDs every entry (ids chosen by Redis); returns how many.

@@ -12,14 +12,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from dedupd.bounds import Found, pick_candidates, ranked
 from dedupd.fingerprint import Fingerprint
 from dedupd.planner import matches_of
 from dedupd.verify import agreement_pairs, jaccard_pairs
 
 if TYPE_CHECKING:
-    from dedupd.gateway import Gateway
+    from dedupd.gateway import Gateway, Packed
 
-Found = tuple[str, float, int]  # a verified match: (document id, similarity, integer id)
+__all__ = ["Found", "choose_candidates", "find_matches", "similarities", "verify_candidates"]
 
 
 def similarities(
@@ -44,9 +45,32 @@ def similarities(
     return out
 
 
+def choose_candidates(gw: Gateway, reads: Mapping[int, tuple[Packed, int]]) -> dict[int, set[int]]:
+    """The candidates to verify, by key, from each key's bucket reads and its own integer id (left out; 0 =
+    none): all of them when they are at most ``max_candidates``, else that many, ranked by shared bands with
+    every distinct cluster represented (bounds.pick_candidates; one root lookup for those keys)."""
+    limit = gw.bounds.max_candidates
+    ranks = {k: ranked(packed, own)[0] for k, (packed, own) in reads.items()}
+    over = [k for k, ids in ranks.items() if len(ids) > limit]
+    roots = iter(gw.roots([n for k in over for n in ranks[k]]))
+    out: dict[int, set[int]] = {}
+    for k, ids in ranks.items():
+        if ids:
+            root_of = [next(roots) for _ in ids] if len(ids) > limit else None
+            out[k] = set(pick_candidates(ids, root_of, limit))
+    return out
+
+
 def find_matches(
     gw: Gateway, own: Mapping[int, tuple[str, Fingerprint]], candidates: Mapping[int, set[int]]
 ) -> dict[int, list[Found]]:
+    """Verify candidates in one exchange and one compiled call (see :func:`verify_candidates`)."""
+    return verify_candidates(gw, own, candidates)[0]
+
+
+def verify_candidates(
+    gw: Gateway, own: Mapping[int, tuple[str, Fingerprint]], candidates: Mapping[int, set[int]]
+) -> tuple[dict[int, list[Found]], dict[int, Fingerprint]]:
     """Verify candidates in one exchange and one compiled call.
 
     Args:
@@ -56,7 +80,8 @@ def find_matches(
         candidates: by key, the integer ids found in its buckets.
 
     Returns:
-        By key, the verified matches at or above the index's threshold, best first (keys without any left out).
+        By key, the verified matches at or above the index's threshold, best first (keys without any left
+        out); and the fingerprint of every document a pair named, by key.
     """
     named = {c for found in candidates.values() for c in found}
     wanted = named - own.keys()
@@ -70,4 +95,4 @@ def find_matches(
     for (k, c), sim in zip(pairs, sims.tolist(), strict=True):
         by_key.setdefault(k, []).append((fps[c][0], sim, c))
     out = {k: matches_of(found, gw.spec.threshold) for k, found in by_key.items()}
-    return {k: m for k, m in out.items() if m}
+    return {k: m for k, m in out.items() if m}, {k: fp for k, (_, fp) in fps.items()}

@@ -20,13 +20,14 @@ from typing import Any
 
 import numpy as np
 
+from dedupd.bounds import KEPT_PER_CLUSTER, alert_matches, batch_predecessors, evictions
 from dedupd.connection import ScriptPipeline
 from dedupd.entries import MAX_DELIVERIES, Entry, Op, parse_entry
 from dedupd.errors import DedupdError, InputError
 from dedupd.fingerprint import Fingerprint
-from dedupd.gateway import Emitted, Gateway
+from dedupd.gateway import Emitted, Gateway, Packed
 from dedupd.hashing import U64Array
-from dedupd.matching import Found, find_matches
+from dedupd.matching import Found, choose_candidates, verify_candidates
 from dedupd.planner import Action, Step, doc_write, plan, unique_runs
 from dedupd.settings import Settings
 from dedupd.verdict import Match, Verdict, cluster_of
@@ -42,6 +43,7 @@ PHRASE_WORDS = 3  # words per phrase of a ``baskets = "phrases"`` basket
 MAX_PHRASES = 1000  # distinct phrases a document's basket holds at most (its first ones)
 _MAX_ATTEMPTS = 8
 _NO_BANDS = np.zeros(0, dtype=np.uint64)
+_NO_IDS: Packed = np.zeros(0, dtype=np.uint32)
 
 
 _OWN_FIELDS = (b"error", b"detail", b"input", b"truncated")
@@ -153,7 +155,16 @@ class _Run:
 
     steps: list[Step]
     new: list[Fingerprint | None]  # per step: the document after it (None: a delete, or nothing to do)
-    found: list[set[int] | None] = field(default_factory=list)  # per step: candidates, None = retry
+    bands: list[U64Array]  # per step: the band hashes of the document after it
+    found: list[Packed | None] = field(default_factory=list)  # per step: its bucket reads, None = retry
+
+
+@dataclass(slots=True)
+class _Verified:
+    """The verified matches of a run's steps (by step index) and the fingerprints of what they name."""
+
+    matches: dict[int, list[Found]]
+    fingerprints: dict[int, Fingerprint]
 
 
 class Processor:
@@ -239,7 +250,7 @@ class Processor:
                 if s.action is not Action.DEFER and (f is not None or not s.writes)
             ]
             if self.emits:
-                self._emit_outputs(run, done, self._matches(run), result)
+                self._emit_outputs(run, done, self._verify(run), result)
             result.processed += sum(1 for i in done if run.steps[i].action is not Action.QUERY)
             entries = [s.entry for s, f in zip(run.steps, run.found, strict=True) if s.writes and f is None]
             if entries:  # another consumer changed these documents first: nothing of ours was written
@@ -275,7 +286,7 @@ class Processor:
             if s.writes:
                 writes.append(doc_write(s, new[i], bands[i], bands[len(steps) + i], gw.spec.store_shingles))
                 at.append(i)
-        found: list[set[int] | None] = [set() for _ in steps]
+        found: list[Packed | None] = [_NO_IDS] * len(steps)
         for i, f in zip(at, gw.apply(writes), strict=True):
             found[i] = f
         gw.forget(
@@ -286,10 +297,9 @@ class Processor:
             ]
         )
         queries = [i for i, s in enumerate(steps) if s.action is Action.QUERY and bands[len(steps) + i].size]
-        peeked = gw.peek([bands[len(steps) + i] for i in queries], [steps[i].num for i in queries])
-        for i, f in zip(queries, peeked, strict=True):
+        for i, f in zip(queries, gw.peek([bands[len(steps) + i] for i in queries]), strict=True):
             found[i] = f
-        return _Run(steps, new, found)
+        return _Run(steps, new, bands[len(steps) :], found)
 
     def _band_hashes(self, fps: Sequence[Fingerprint | None]) -> list[U64Array]:
         """Band hashes of each fingerprint, in one vectorized call (empty for None or an empty document)."""
@@ -301,20 +311,41 @@ class Processor:
         return out
 
     # ----- verification -----
-    def _matches(self, run: _Run) -> dict[int, list[Found]]:
-        """The verified matches of each step (by step index) that wrote or queried, in one exchange."""
+    def _verify(self, run: _Run) -> _Verified:
+        """The verified matches of each step that wrote or queried, among at most ``max_candidates``
+        candidates each (matching.choose_candidates), in one exchange."""
         own: dict[int, tuple[str, Fingerprint]] = {}
-        candidates: dict[int, set[int]] = {}
+        reads: dict[int, tuple[Packed, int]] = {}
         key_of: dict[int, int] = {}  # step index -> key (a query has no integer id: a negative key)
         for i, (s, fp, f) in enumerate(zip(run.steps, run.new, run.found, strict=True)):
             if fp is None or f is None or not (s.writes or s.action is Action.QUERY):
                 continue
             key = s.num if s.writes else -(i + 1)
             own[key], key_of[i] = (s.entry.doc_id, fp), key
-            if f:
-                candidates[key] = f
-        found = find_matches(self.gateway, own, candidates) if candidates else {}
-        return {i: found[key] for i, key in key_of.items() if key in found}
+            if f.size:
+                reads[key] = (f, s.num)  # a query with an indexed document's id is not compared with it
+        for i, earlier in self._batch_neighbours(run).items():
+            f, num = reads.get(run.steps[i].num, (_NO_IDS, run.steps[i].num))
+            reads[num] = (np.concatenate([f, earlier]), num)
+        candidates = choose_candidates(self.gateway, reads) if reads else {}
+        found, fps = verify_candidates(self.gateway, own, candidates) if candidates else ({}, {})
+        return _Verified({i: found[key] for i, key in key_of.items() if key in found}, fps)
+
+    def _batch_neighbours(self, run: _Run) -> dict[int, Packed]:
+        """By step index, the integer ids of the nearest earlier documents of the run with a band hash in
+        common (bounds.batch_predecessors), which a bucket the run filled may have refused."""
+        rows = [
+            i
+            for i, (s, f) in enumerate(zip(run.steps, run.found, strict=True))
+            if s.writes and f is not None and run.bands[i].size and run.new[i] is not None
+        ]
+        if len(rows) < 2:
+            return {}
+        pairs = batch_predecessors(np.stack([run.bands[i] for i in rows]), KEPT_PER_CLUSTER)
+        out: dict[int, list[int]] = {}
+        for a, b in pairs:
+            out.setdefault(rows[a], []).append(run.steps[rows[b]].num)
+        return {i: np.array(nums, dtype=np.uint32) for i, nums in out.items()}
 
     # ----- outputs -----
     def _basket(self, e: Entry, links: list[str]) -> list[str] | None:
@@ -335,27 +366,29 @@ class Processor:
             items = phrases(e.text)
         return None if items is None else ["items", json.dumps(items, ensure_ascii=False)]
 
-    def _emit_outputs(
-        self, run: _Run, done: list[int], matches: dict[int, list[Found]], result: BatchResult
-    ) -> None:
+    def _emit_outputs(self, run: _Run, done: list[int], verified: _Verified, result: BatchResult) -> None:
         gw, s = self.gateway, self.settings
-        steps = run.steps
+        steps, matches = run.steps, verified.matches
         alerting = [(i, steps[i]) for i in done if i in matches and steps[i].action is not Action.QUERY]
         roots: list[str] = []
+        named: dict[int, list[Found]] = {}
         if alerting:
             names: dict[int, str] = {}
             for i, step in alerting:
                 names[step.num] = step.entry.doc_id
                 names.update((m[2], m[0]) for m in matches[i])
-            root_nums = gw.union([(step.num, [m[2] for m in matches[i]]) for i, step in alerting])
-            roots = gw.cluster_names(root_nums, names)
+            unions = gw.union([(step.num, [m[2] for m in matches[i]]) for i, step in alerting])
+            roots = gw.cluster_names([root for root, _ in unions], names)
+            for (i, _), (_, before) in zip(alerting, unions, strict=True):
+                named[i] = alert_matches(matches[i], before, gw.bounds.max_matches)
         pipe = ScriptPipeline(gw.client)
+        gw.evict(pipe, self._evictions(run, alerting, verified))
         out: list[Emitted] = []
         for (i, step), root in zip(alerting, roots, strict=True):
             e = step.entry
             alert = Alert(
                 e.doc_id,
-                tuple((m[0], m[1]) for m in matches[i]),
+                tuple((m[0], m[1]) for m in named[i]),
                 root,
                 e.entry_id,
                 self.spec.verify,
@@ -366,7 +399,7 @@ class Processor:
             out.append((e.entry_id, [x for kv in alert.fields().items() for x in kv]))
         gw.emit(pipe, gw.keys.alerts, s.alerts_retention, s.seen_ttl_s, out)
         entries = [steps[i].entry for i in done if steps[i].action is not Action.QUERY]
-        links = {steps[i].entry.entry_id: [m[0] for m in matches[i]] for i, _ in alerting}
+        links = {steps[i].entry.entry_id: [m[0] for m in named[i]] for i, _ in alerting}
         baskets = [
             (e.entry_id, ["id", e.doc_id, *b])
             for e in entries
@@ -383,14 +416,38 @@ class Processor:
             pipe.pipe.hincrby(gw.keys.counters, "alerts", len(alerting))
         pipe.execute()
 
+    def _evictions(
+        self, run: _Run, alerting: list[tuple[int, Step]], verified: _Verified
+    ) -> list[tuple[int, int, int, int]]:
+        """(band, band hash, stays, leaves) of each older member of a cluster that leaves a bucket an
+        alerting document holds (bounds.evictions: a bucket keeps the newest KEPT_PER_CLUSTER of a cluster)."""
+        writing = [(i, step) for i, step in alerting if step.writes and run.bands[i].size]
+        if not writing:
+            return []
+        fps = verified.fingerprints
+        nums = [n for n in dict.fromkeys(m[2] for i, _ in writing for m in verified.matches[i])]
+        known = [n for n in nums if n in fps and not fps[n].empty]
+        table = dict(zip(known, self.gateway.fingerprinter.band_hashes([fps[n] for n in known]), strict=True))
+        out: dict[tuple[int, int, int], int] = {}  # (band, hash, leaves) -> stays
+        for i, step in writing:
+            found = [m[2] for m in verified.matches[i] if m[2] in table and m[2] != step.num]
+            if not found:
+                continue
+            own = run.bands[i]
+            rows = np.stack([table[n] for n in found])
+            for band, gone in evictions(own, rows, np.array(found, dtype=np.int64), KEPT_PER_CLUSTER):
+                # the batch's first document to evict it: later ones of a bucket the batch filled were
+                # refused (not in it, they cannot evict), and in batch order a keeper evicts before it leaves
+                out.setdefault((band, int(own[band]), gone), step.num)
+        return [(band, h, stays, gone) for (band, h, gone), stays in out.items()]
+
     def _replies(self, pipe: ScriptPipeline, queries: list[Entry], matches: dict[str, list[Found]]) -> None:
         """Queue the verdicts of the queries, one call per reply stream."""
         if not queries:
             return
         hits = [matches.get(q.entry_id, []) for q in queries]
-        clusters = self._clusters(hits)
         by_stream: dict[str, list[Emitted]] = {}
-        for q, found, cluster in zip(queries, hits, clusters, strict=True):
+        for q, (found, cluster) in zip(queries, cluster_of(self.gateway, hits), strict=True):
             verdict = Verdict(
                 q.doc_id, tuple(Match(m[0], m[1]) for m in found), cluster, self.spec.verify, q.entry_id
             )
@@ -399,7 +456,3 @@ class Processor:
         for name, entries in by_stream.items():
             self.gateway.reply(pipe, name, self.settings.reply_maxlen, self.settings.reply_ttl_s, entries)
         pipe.pipe.hincrby(self.gateway.keys.counters, "queries", len(queries))
-
-    def _clusters(self, hits: list[list[Found]]) -> list[str | None]:
-        """The cluster each query would join: the oldest root among its matches' clusters (read only)."""
-        return cluster_of(self.gateway, hits)

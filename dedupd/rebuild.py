@@ -392,7 +392,7 @@ class Rebuild:
             yield nums
 
     def _gateway(self, spec: IndexSpec, gen: int) -> Gateway:
-        return Gateway(self.client, self.keys, spec, gen, serving=False)
+        return Gateway(self.client, self.keys, spec, gen, serving=False, bounds=self.settings.bounds())
 
     @staticmethod
     def _next(state: State) -> IndexSpec:

@@ -19,6 +19,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from dedupd.bounds import Bounds
 from dedupd.errors import ConfigError
 from dedupd.lsh import DEFAULT_FN_WEIGHT, DEFAULT_FP_WEIGHT, LSHParams
 from dedupd.redact import redact_url
@@ -135,6 +136,20 @@ class Settings(BaseSettings):
     # input bounds
     max_doc_bytes: int = Field(1_000_000, ge=1, description="largest accepted text, in UTF-8 bytes")
     max_id_bytes: int = Field(256, ge=1, le=4096, description="longest accepted id, in UTF-8 bytes")
+
+    # bounded work per document (a flood of copies costs what as many different documents cost)
+    bucket_members: int = Field(
+        32,
+        ge=1,
+        le=100_000,
+        description="members a band bucket takes at most (a full one is read, not joined)",
+    )
+    max_candidates: int = Field(
+        64, ge=1, le=100_000, description="candidates verified per document at most (every cluster kept)"
+    )
+    max_matches: int = Field(
+        10, ge=1, le=10_000, description="matches an alert names at most (plus the best of each cluster)"
+    )
 
     # outputs and retention
     baskets: Literal["items", "words", "sources", "phrases", "none"] = Field(
@@ -260,6 +275,10 @@ class Settings(BaseSettings):
     @property
     def shingle_spec(self) -> ShingleSpec:
         return ShingleSpec.parse(self.shingle)
+
+    def bounds(self) -> Bounds:
+        """The per-document work bounds (bounds.py)."""
+        return Bounds(self.bucket_members, self.max_candidates, self.max_matches)
 
     def index_spec(self) -> IndexSpec:
         """The index spec these settings ask for (bands x rows chosen from the threshold unless given)."""

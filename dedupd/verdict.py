@@ -11,9 +11,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dedupd.bounds import Found, alert_matches
+
 if TYPE_CHECKING:
     from dedupd.gateway import Gateway
-    from dedupd.matching import Found
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,12 +91,17 @@ class Verdict:
         return cls(f.get("id"), matches, f.get("cluster"), f.get("verify", ""), f.get("input"))
 
 
-def cluster_of(gw: Gateway, hits: Sequence[Sequence[Found]]) -> list[str | None]:
-    """For each list of verified matches, the cluster a document with them would join (the oldest root
-    among the matches' clusters), read only; None for an empty list."""
-    nums = [m[2] for found in hits for m in found]
-    roots = iter(gw.roots(nums))
+def cluster_of(gw: Gateway, hits: Sequence[Sequence[Found]]) -> list[tuple[list[Found], str | None]]:
+    """For each list of verified matches (best first), the matches a verdict names (as an alert would:
+    bounds.alert_matches) and the cluster a document with them would join (the oldest root among the
+    matches' clusters; None for an empty list), read only."""
+    roots = iter(gw.roots([m[2] for found in hits for m in found]))
     known = {m[2]: m[0] for found in hits for m in found}
-    best = [min(next(roots) for _ in found) if found else 0 for found in hits]
+    kept: list[list[Found]] = []
+    best: list[int] = []
+    for found in hits:
+        root_of = [next(roots) for _ in found]
+        kept.append(alert_matches(found, root_of, gw.bounds.max_matches))
+        best.append(min(root_of, default=0))
     named = iter(gw.cluster_names([b for b in best if b], known))
-    return [next(named) if b else None for b in best]
+    return [(k, next(named) if b else None) for k, b in zip(kept, best, strict=True)]

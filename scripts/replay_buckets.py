@@ -54,8 +54,8 @@ def record_calls(redis_server: str, corpus: Path, workdir: Path) -> list[tuple[l
     calls: list[tuple[list[Any], list[Any]]] = []
     original = buckets_module.SingleEncoding.calls
 
-    def spy(self: Any, ops: Any, writes: Any, record_key: Any) -> Any:
-        groups = original(self, ops, writes, record_key)
+    def spy(self: Any, ops: Any, writes: Any, record_key: Any, full: int) -> Any:
+        groups = original(self, ops, writes, record_key, full)
         calls.extend(groups)
         return groups
 

@@ -1,0 +1,135 @@
+"""Bounded work per document, whatever the size of its cluster (pure).
+
+A stream full of copies (a wire story syndicated a thousand times, a placeholder text) must cost about what
+as many different documents cost. Four bounds keep it so:
+
+- a bucket takes at most ``bucket_members`` members (lua.BUCKETS), and it keeps ``KEPT_PER_CLUSTER`` of
+  each cluster, the newest: a document that joins a bucket where its verified matches are evicts the older
+  ones (:func:`evictions`, lua.EVICT). They already collide in that band, and the cluster stays findable
+  through the newer ones; deleting old documents (retention by age) takes nothing from the buckets;
+- at most ``max_candidates`` candidates of a document are verified, chosen so that every distinct cluster
+  among them is represented (:func:`pick_candidates`);
+- a document is unioned with one match per distinct cluster root (lua.UNION_ROOTS);
+- an alert names at most ``max_matches`` matches, plus the best match of every distinct earlier cluster the
+  document joins (:func:`alert_matches`).
+
+    >>> ranked(np.array([7, 3, 7, 9, 3, 7], dtype=np.uint32), own=9)
+    ([7, 3], [3, 2])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+Found = tuple[str, float, int]  # a verified match: (document id, similarity, integer id)
+KEPT_PER_CLUSTER = 2  # members of one cluster a bucket keeps (the newest): one can be deleted, one stays
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """The per-document bounds (settings ``bucket_members``, ``max_candidates``, ``max_matches``)."""
+
+    bucket_members: int = 32
+    max_candidates: int = 64
+    max_matches: int = 10
+
+
+def ranked(packed: npt.NDArray[np.uint32], own: int) -> tuple[list[int], list[int]]:
+    """The distinct ids of a document's bucket reads (one id per shared band) and the number of bands each
+    shares with it, most shared first, then oldest (smallest id) first; the document itself left out."""
+    if packed.size == 0:
+        return [], []
+    ids, counts = np.unique(packed, return_counts=True)
+    keep = ids != own
+    ids, counts = ids[keep], counts[keep]
+    order = np.lexsort((ids, -counts))
+    return ids[order].tolist(), counts[order].tolist()
+
+
+def pick_candidates(ids: Sequence[int], roots: Sequence[int] | None, limit: int) -> list[int]:
+    """At most ``limit`` of the ranked candidate ``ids`` to verify: the best-ranked one of each distinct
+    cluster root first (the roots of the best-ranked clusters when there are more than ``limit``), then the
+    best-ranked others. ``roots`` (one per id) may be None when ``ids`` fit the limit.
+
+    >>> pick_candidates([5, 6, 7, 8], [1, 1, 1, 2], 2)
+    [5, 8]
+    >>> pick_candidates([5, 6, 7, 8], [1, 1, 1, 2], 3)
+    [5, 8, 6]
+    """
+    if len(ids) <= limit:
+        return list(ids)
+    assert roots is not None
+    seen: set[int] = set()
+    first: list[int] = []
+    rest: list[int] = []
+    for n, root in zip(ids, roots, strict=True):
+        if root in seen:
+            rest.append(n)
+        else:
+            seen.add(root)
+            first.append(n)
+    return (first + rest)[:limit]
+
+
+def alert_matches(found: Sequence[Found], roots: Sequence[int], limit: int) -> list[Found]:
+    """The matches an alert names, best first: the ``limit`` best, plus the best match of each distinct
+    earlier cluster (``roots``: each match's cluster root before the document joined it) not among them.
+
+    ``found`` is best first (planner.matches_of).
+
+    >>> alert_matches([("a", 0.9, 1), ("b", 0.8, 2), ("c", 0.7, 3)], [1, 1, 3], 1)
+    [('a', 0.9, 1), ('c', 0.7, 3)]
+    """
+    seen: set[int] = set()
+    out: list[Found] = []
+    for i, (m, root) in enumerate(zip(found, roots, strict=True)):
+        if i < limit or root not in seen:
+            out.append(m)
+        seen.add(root)
+    return out
+
+
+def batch_predecessors(bands: npt.NDArray[np.uint64], depth: int) -> list[tuple[int, int]]:
+    """(row, earlier row) pairs of a batch's band-hash rows (one row per document, in batch order): in each
+    band, the ``depth`` nearest earlier rows with the same hash (a pair once per band it shares). A bucket
+    the batch fills refuses later documents; this way they still see the newest ones before them.
+
+    >>> batch_predecessors(np.array([[1, 5], [1, 6], [1, 5]], np.uint64), 1)
+    [(1, 0), (2, 1), (2, 0)]
+    """
+    out: list[tuple[int, int]] = []
+    n = bands.shape[0]
+    pos = np.arange(n)
+    for b in range(bands.shape[1]):
+        order = np.lexsort((pos, bands[:, b]))
+        sorted_hashes = bands[order, b]
+        for d in range(1, min(depth, n - 1) + 1):
+            same = np.flatnonzero(sorted_hashes[d:] == sorted_hashes[:-d])
+            out += list(zip(order[same + d].tolist(), order[same].tolist(), strict=True))
+    return out
+
+
+def evictions(
+    own: npt.NDArray[np.uint64], matched: npt.NDArray[np.uint64], nums: npt.NDArray[np.int64], keep: int
+) -> list[tuple[int, int]]:
+    """The (band, integer id) of each verified match that leaves a bucket the document holds: in each band,
+    the matches with the document's band hash except the ``keep - 1`` newest (largest integer id). With
+    the document itself, a cluster keeps ``keep`` members in each of its buckets.
+
+    ``own`` is the document's row of band hashes, ``matched`` one row per match, ``nums`` their ids.
+
+    >>> rows = np.array([[4, 0, 6], [4, 5, 1], [4, 5, 6]], np.uint64)
+    >>> evictions(np.array([4, 5, 6], np.uint64), rows, np.array([1, 2, 3]), keep=2)
+    [(0, 2), (1, 2), (0, 1), (2, 1)]
+    """
+    if own.size == 0 or matched.size == 0:
+        return []
+    order = np.argsort(-nums, kind="stable")
+    same = matched[order] == own[None, :]
+    rank = np.cumsum(same, axis=0)  # among the matches with this band hash, newest first: 1, 2, ...
+    rows, bands = np.nonzero(same & (rank >= keep))
+    return list(zip(bands.tolist(), nums[order][rows].tolist(), strict=True))

@@ -1,0 +1,81 @@
+"""Bounded work per document (dedupd/bounds.py, pure): checked against brute force on generated cases."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dedupd.bounds import alert_matches, evictions, pick_candidates, ranked
+
+
+@given(st.lists(st.integers(1, 30), max_size=200), st.integers(1, 30))
+def test_ranked_counts_shared_bands_most_first_then_oldest(reads: list[int], own: int) -> None:
+    ids, counts = ranked(np.array(reads, dtype=np.uint32), own)
+    expected = sorted(
+        ({x: reads.count(x) for x in reads if x != own}).items(), key=lambda kv: (-kv[1], kv[0])
+    )
+    assert list(zip(ids, counts, strict=True)) == expected
+
+
+@given(
+    st.lists(st.integers(0, 6), min_size=1, max_size=60, unique=False),
+    st.integers(1, 20),
+)
+def test_pick_candidates_keeps_every_cluster_it_can(root_list: list[int], limit: int) -> None:
+    ids = list(range(100, 100 + len(root_list)))  # ranked order: best first
+    picked = pick_candidates(ids, root_list, limit)
+    root_of = dict(zip(ids, root_list, strict=True))
+    assert len(picked) == min(limit, len(ids))
+    assert len(set(picked)) == len(picked)
+    distinct = list(dict.fromkeys(root_list))  # clusters in order of their best-ranked candidate
+    represented = {root_of[n] for n in picked}
+    # every cluster when they fit, else the best-ranked ones
+    assert represented >= set(distinct[: min(limit, len(distinct))])
+    for root in set(distinct[: min(limit, len(distinct))]):  # each by its best-ranked candidate
+        best = next(n for n in ids if root_of[n] == root)
+        assert best in picked
+
+
+def test_pick_candidates_under_the_limit_takes_all_without_roots() -> None:
+    assert pick_candidates([3, 1, 2], None, 3) == [3, 1, 2]
+
+
+@given(
+    st.lists(st.tuples(st.floats(0.5, 1.0), st.integers(0, 5)), max_size=40),
+    st.integers(1, 8),
+)
+def test_alert_matches_bounded_best_first_with_each_cluster(
+    pairs: list[tuple[float, int]], limit: int
+) -> None:
+    found = sorted(((f"d{i}", sim, i + 1) for i, (sim, _) in enumerate(pairs)), key=lambda m: (-m[1], m[0]))
+    roots = [pairs[m[2] - 1][1] for m in found]
+    named = alert_matches(found, roots, limit)
+    clusters = set(roots)
+    assert len(named) <= limit + len(clusters)
+    assert named == [m for m in found if m in named]  # best first, as found
+    assert named[: min(limit, len(found))] == found[:limit]
+    root_of = {m[2]: r for m, r in zip(found, roots, strict=True)}
+    for root in clusters:  # the best match of each earlier cluster is named
+        best = next(m for m in found if root_of[m[2]] == root)
+        assert best in named
+
+
+def test_alert_size_does_not_grow_with_the_cluster() -> None:
+    for size in (10, 1000, 100_000):
+        found = [(f"copy-{i}", 0.99 - i * 1e-7, i + 2) for i in range(size)]
+        assert len(alert_matches(found, [1] * size, 10)) == 10
+
+
+@settings(max_examples=200)
+@given(st.lists(st.lists(st.integers(0, 2), min_size=4, max_size=4), max_size=12), st.integers(1, 4))
+def test_evictions_keep_the_newest_of_each_band(rows_raw: list[list[int]], keep: int) -> None:
+    own = np.array([1, 1, 1, 1], dtype=np.uint64)
+    rows = np.array(rows_raw, dtype=np.uint64).reshape(-1, 4)
+    nums = np.arange(10, 10 + rows.shape[0], dtype=np.int64)[::-1].copy()  # not in id order
+    got = set(evictions(own, rows, nums, keep))
+    expected = set()
+    for b in range(4):
+        same = sorted((int(nums[i]) for i in range(rows.shape[0]) if rows[i, b] == own[b]), reverse=True)
+        expected |= {(b, n) for n in same[keep - 1 :]}
+    assert got == expected

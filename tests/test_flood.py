@@ -1,0 +1,163 @@
+"""Duplicate floods against a real redis-server: bounded buckets, candidates, unions and alerts, whatever the
+size of a cluster, and the cluster still found after its oldest copies are deleted (retention by age) or its
+newest one is."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import redis
+from helpers import alerts, drain, make_daemon, push, text, variant
+
+from dedupd.bounds import KEPT_PER_CLUSTER
+from dedupd.client import Client
+from dedupd.keys import Keys
+
+MAX_MATCHES = 5
+BUCKET_MEMBERS = 8
+
+
+def bucket_sizes(r: redis.Redis) -> list[int]:
+    """Members of every bucket of the serving generation."""
+    sizes = []
+    for key in r.scan_iter(match=f"{Keys().prefix}:b:*", count=1000):
+        sizes += [len(v) // 4 for v in r.hvals(key)]
+    return sizes
+
+
+def flood(r: redis.Redis, redis_url: str, n: int, seed: int = 7) -> tuple[str, list[str]]:
+    rng = random.Random(seed)
+    base = text(rng, 100)
+    ids = [f"copy-{i}" for i in range(n)]
+    push(r, [{"id": i, "text": variant(rng, base, 1)} for i in ids])  # pairwise Jaccard ~0.88
+    daemon = make_daemon(
+        redis_url, batch_size=64, max_matches=MAX_MATCHES, bucket_members=BUCKET_MEMBERS, max_candidates=16
+    )
+    drain(daemon)
+    return base, ids
+
+
+def test_a_flood_costs_bounded_alerts_and_buckets(r: redis.Redis, redis_url: str) -> None:
+    _, ids = flood(r, redis_url, 400)
+    got = alerts(r)
+    assert {a["id"] for a in got} == set(ids[1:])  # every copy after the first is found
+    assert {a["cluster"] for a in got} == {"copy-0"}  # one cluster, named by its oldest document
+    # one earlier cluster each: at most max_matches (the old code listed every earlier copy: up to 399)
+    assert max(len(a["matches"]) for a in got) <= MAX_MATCHES
+    sizes = bucket_sizes(r)
+    assert max(sizes) <= BUCKET_MEMBERS
+    # the buckets shared by copies keep the newest few of the cluster, not every copy that reached them
+    assert sum(sizes) < 400 * 25 * 0.75, sum(sizes)
+
+
+def test_flood_bucket_memory_is_no_more_than_different_documents(r: redis.Redis, redis_url: str) -> None:
+    flood(r, redis_url, 300)
+    in_flood = sum(bucket_sizes(r))
+    r.flushall()
+    rng = random.Random(3)
+    push(r, [{"id": f"other-{i}", "text": text(rng, 100)} for i in range(300)])
+    drain(make_daemon(redis_url, batch_size=64))
+    different = sum(bucket_sizes(r))
+    assert in_flood <= different, (in_flood, different)
+
+
+def test_the_cluster_is_found_after_its_oldest_copies_are_deleted(r: redis.Redis, redis_url: str) -> None:
+    base, ids = flood(r, redis_url, 300)
+    push(r, [{"id": i, "op": "delete"} for i in ids[:290]])  # retention by age: the oldest go first
+    push(r, [{"id": "late", "text": base}])
+    drain(make_daemon(redis_url, batch_size=64))
+    late = [a for a in alerts(r) if a["id"] == "late"]
+    assert late and {m[0] for m in late[0]["matches"]} <= set(ids[290:])
+
+
+def test_the_cluster_is_found_after_its_newest_copy_is_deleted(r: redis.Redis, redis_url: str) -> None:
+    base, ids = flood(r, redis_url, 200)
+    push(r, [{"id": ids[-1], "op": "delete"}, {"id": "late", "text": base}])
+    drain(make_daemon(redis_url, batch_size=64))
+    late = [a for a in alerts(r) if a["id"] == "late"]
+    assert late and ids[-1] not in {m[0] for m in late[0]["matches"]}
+
+
+def test_two_clusters_joined_are_both_named_and_merged(r: redis.Redis, redis_url: str) -> None:
+    """A document that joins two earlier clusters names the best match of each (a merge is visible), even
+    when max_matches is 1; both clusters then have one name."""
+    rng = random.Random(11)
+    left, right = text(rng, 60), text(rng, 60)
+    push(r, [{"id": f"l{i}", "text": variant(rng, left)} for i in range(30)])
+    push(r, [{"id": f"r{i}", "text": variant(rng, right)} for i in range(30)])
+    push(r, [{"id": "bridge", "text": left + " " + right}])
+    push(r, [{"id": "after", "text": variant(rng, right)}])
+    daemon = make_daemon(redis_url, batch_size=16, max_matches=1, threshold=0.3)
+    drain(daemon)
+    got = {a["id"]: a for a in alerts(r)}
+    bridge = [m[0] for m in got["bridge"]["matches"]]
+    assert len(bridge) == 2 and {bridge[0][0], bridge[1][0]} == {"l", "r"}
+    assert got["after"]["cluster"] == got["bridge"]["cluster"] == "l0"
+
+
+def test_a_query_names_what_an_alert_would(r: redis.Redis, redis_url: str) -> None:
+    base, _ = flood(r, redis_url, 200)
+    with Client.connect(redis_url) as c:
+        c.settings = c.settings.model_copy(update={"max_matches": MAX_MATCHES})
+        c._gateway = None
+        verdict = c.query(base)
+    assert verdict.duplicate and len(verdict.matches) <= MAX_MATCHES and verdict.cluster == "copy-0"
+
+
+def test_union_is_once_per_distinct_root_and_reports_earlier_clusters(r: redis.Redis, redis_url: str) -> None:
+    daemon = make_daemon(redis_url)
+    gw = daemon.gateway
+    gw.union([(2, [1]), (4, [3])])  # clusters {1, 2} and {3, 4}
+    [(root, before)] = gw.union([(9, [2, 1, 4, 3, 2])])
+    assert root == 1 and before == [1, 1, 3, 3, 1]
+    assert gw.roots([1, 2, 3, 4, 9]) == [1, 1, 1, 1, 1]
+    r.config_resetstat()
+    many = list(range(100, 1100))
+    gw.union([(m, [99]) for m in many])  # a cluster of 1,001
+    commands = r.info("commandstats")
+    hset_before = commands.get("cmdstat_hset", {}).get("calls", 0)
+    r.config_resetstat()
+    gw.union([(5000, many)])  # joins it through 1,000 matches of one root
+    hsets = r.info("commandstats").get("cmdstat_hset", {}).get("calls", 0)
+    assert hset_before == 1000 and hsets <= 2  # one union, not one per match
+    assert gw.roots([5000]) == [99]
+
+
+def test_a_full_bucket_is_read_but_not_joined(r: redis.Redis, redis_url: str) -> None:
+    rng = random.Random(5)
+    same = text(rng, 80)
+    push(r, [{"id": f"same-{i}", "text": same} for i in range(3 * BUCKET_MEMBERS)])
+    daemon = make_daemon(redis_url, batch_size=1000, bucket_members=BUCKET_MEMBERS)
+    drain(daemon)
+    got = {a["id"]: a for a in alerts(r)}
+    assert len(got) == 3 * BUCKET_MEMBERS - 1  # the refused ones still found the members
+    # one batch: the first BUCKET_MEMBERS joined, the later ones were refused, then the newest evicted the
+    # older ones: the cluster keeps its newest KEPT_PER_CLUSTER per bucket
+    sizes = bucket_sizes(r)
+    assert sizes and max(sizes) == KEPT_PER_CLUSTER
+    kept = {
+        int(x)
+        for key in r.scan_iter(match="dedupd:b:*")
+        for v in r.hvals(key)
+        for x in np.frombuffer(v, "<u4")
+    }
+    assert kept == {3 * BUCKET_MEMBERS - 1, 3 * BUCKET_MEMBERS}  # the newest two, refused by the full bucket
+
+
+def test_eviction_keeps_the_newer_member_in_the_bucket(r: redis.Redis, redis_url: str) -> None:
+    gw = make_daemon(redis_url).gateway
+    h = np.uint64(0x1234_5678_9ABC_DEF0)
+    name = gw._names(np.array([0]), np.array([int(h >> gw._shift)]) if gw.spec.shard_bits else np.array([0]))[
+        0
+    ]
+    field = int(h & np.uint64(0xFFFFFFFF)).to_bytes(4, "little")
+    r.hset(name, field, np.array([1, 2], dtype="<u4").tobytes())
+    from dedupd.connection import ScriptPipeline
+
+    pipe = ScriptPipeline(gw.client)
+    gw.evict(pipe, [(0, int(h), 2, 1)])  # 2 is in the bucket: 1 leaves
+    gw.evict(pipe, [(0, int(h), 3, 2)])  # 3 is not (a full bucket refused it): it takes 2's place
+    gw.evict(pipe, [(0, int(h), 4, 9)])  # 9 is not there: nothing changes
+    assert pipe.execute() == [1, 1, 0]
+    assert np.frombuffer(r.hget(name, field), dtype="<u4").tolist() == [3]
