@@ -714,6 +714,7 @@ def run(args: argparse.Namespace) -> int:
 
         # --- push and wait
         push_s, total_s = push_and_drain(args, dedupd, env, workdir, truth, client, daemons)
+        state = group_state(client) or state
         log(
             f"drained: {state['added']} entries in {total_s:.1f}s from the start of the push "
             f"({len(ids) / total_s:.0f} docs/s, {truth.text_mb / total_s:.2f} MB/s)"
