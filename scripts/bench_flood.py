@@ -436,6 +436,11 @@ def measure(args: argparse.Namespace, redis_exe: str, workdir: Path) -> dict[str
             f"{shape['j_to_base_median']:.3f}; {shape['sampled_pairs_at_or_above_threshold']:.1%} of sampled copy "
             f"pairs at or above {args.threshold}"
         )
+        if shape["j_to_base_median"] < args.threshold:
+            log(
+                f"WARNING: most copies are below the threshold {args.threshold} even to the base text: "
+                "fewer --edits or more --words make a flood"
+            )
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEDUPD_")}
     env.update({"DEDUPD_SHINGLE": args.shingle, "DEDUPD_THRESHOLD": str(args.threshold)})
     env.update(args.overrides)
