@@ -19,6 +19,11 @@ What it does:
 5. Reads all of ``dedupd:alerts``; the found pairs are {alert id, each id in ``matches``}, unordered.
 6. Prints precision, recall, counts, samples of false negatives and false positives with their
    exact Jaccard, the dead letters, throughput, and checks that every daemon exits 0 on SIGTERM.
+   Beside pair precision and recall, cluster figures (``scripts/cluster_metrics.py``): the connected
+   components of the alert graph (each alert's id joined to every id in its matches) against those of
+   the truth graph, over all documents: co-membership precision and recall (pairs of documents in the
+   same component in both / in the alert graph's, / in the truth's), and the share of the documents
+   with at least one true duplicate that some alert names (as its id or in its matches).
    The last line of output is one JSON object with all the figures.
 
 Exit status: 0 when recall >= --min-recall, precision >= --min-precision and every daemon exited 0
@@ -62,6 +67,7 @@ for p in (str(SCRIPTS), str(REPO)):
     if p not in sys.path:
         sys.path.insert(0, p)
 
+import cluster_metrics  # noqa: E402
 import corpora  # noqa: E402
 import oracle  # noqa: E402
 
@@ -314,6 +320,7 @@ class Found:
     pairs: dict[Pair, float]  # (i, j) -> reported similarity
     anomalies: Counter[str]
     verify_modes: Counter[str]
+    named: set[int]  # the documents some alert names, as its id or in its matches
 
 
 @dataclass
@@ -457,6 +464,7 @@ def found_pairs(raw_alerts: list[tuple[bytes, dict[bytes, bytes]]], pos: dict[st
     anomalies: Counter[str] = Counter()
     alerts_per_id: Counter[str] = Counter()
     verify_modes: Counter[str] = Counter()
+    named: set[int] = set()
     for _entry_id, fields in raw_alerts:
         f = {k.decode(): v.decode("utf-8", "replace") for k, v in fields.items()}
         a = f.get("id")
@@ -466,6 +474,7 @@ def found_pairs(raw_alerts: list[tuple[bytes, dict[bytes, bytes]]], pos: dict[st
         alerts_per_id[a] += 1
         verify_modes[f.get("verify", "?")] += 1
         matches = json.loads(f["matches"])
+        named.update(pos[x] for x in [a, *(m[0] for m in matches)] if x in pos)
         if not matches:
             anomalies["alert with empty matches"] += 1
         elif f.get("duplicate_of") != matches[0][0]:
@@ -482,7 +491,7 @@ def found_pairs(raw_alerts: list[tuple[bytes, dict[bytes, bytes]]], pos: dict[st
     twice = sum(1 for c in alerts_per_id.values() if c > 1)
     if twice:
         anomalies["documents alerted more than once"] = twice
-    return Found(found, anomalies, verify_modes)
+    return Found(found, anomalies, verify_modes, named)
 
 
 def compare(found: dict[Pair, float], truth_j: dict[Pair, tuple[int, int]]) -> Comparison:
@@ -502,6 +511,52 @@ def compare(found: dict[Pair, float], truth_j: dict[Pair, tuple[int, int]]) -> C
     )
 
 
+@dataclass
+class Clusters:
+    """The components of the alert graph against those of the truth graph, over all documents."""
+
+    co: cluster_metrics.CoMembership
+    named: cluster_metrics.NamedShare
+    found_sizes: list[int]  # components with two documents or more, largest first
+    truth_sizes: list[int]
+
+
+def compare_clusters(n_docs: int, found: Found, truth_j: dict[Pair, tuple[int, int]]) -> Clusters:
+    """Co-membership precision and recall of the alert graph's components (each alert's id joined to every
+    id of its matches) against the exact-truth graph's, and the share of documents with a true duplicate
+    that some alert names."""
+    found_labels = cluster_metrics.component_labels(range(n_docs), found.pairs)
+    truth_labels = cluster_metrics.component_labels(range(n_docs), truth_j)
+    return Clusters(
+        co=cluster_metrics.comembership(found_labels, truth_labels),
+        named=cluster_metrics.named_share(truth_j, found.named),
+        found_sizes=[s for s in cluster_metrics.component_sizes(found_labels) if s > 1],
+        truth_sizes=[s for s in cluster_metrics.component_sizes(truth_labels) if s > 1],
+    )
+
+
+def print_clusters(clusters: Clusters) -> None:
+    """The cluster figures, printed right after pair precision and recall."""
+    co, named = clusters.co, clusters.named
+    print(
+        f"cluster precision {co.precision:.5f}   (co-membership: {co.together_both} of the "
+        f"{co.together_found} pairs together in an alert component are together in a true one)"
+    )
+    print(
+        f"cluster recall    {co.recall:.5f}   ({co.together_both} of the {co.together_truth} pairs together "
+        f"in a true component)"
+    )
+    for name, sizes in (("alert graph", clusters.found_sizes), ("truth graph", clusters.truth_sizes)):
+        print(
+            f"components        {name}: {len(sizes)} with 2+ documents ({sum(sizes)} documents), "
+            f"largest {sizes[0] if sizes else 0}"
+        )
+    print(
+        f"docs named        {named.share:.5f}   ({named.named} of the {named.with_true_duplicate} documents "
+        f"with a true duplicate are named by some alert)"
+    )
+
+
 def print_summary(
     args: argparse.Namespace,
     truth: Truth,
@@ -512,6 +567,7 @@ def print_summary(
     settings: tuple[str, str, dict[str, str]],
     timing: tuple[float, float],
     used_mem: int,
+    clusters: Clusters,
 ) -> None:
     """The figures of the run, for people."""
     shingle, threshold, overrides = settings
@@ -530,6 +586,7 @@ def print_summary(
     print(f"false negatives   {len(cmp.fn_pairs)}")
     print(f"precision         {cmp.precision:.5f}")
     print(f"recall            {cmp.recall:.5f}")
+    print_clusters(clusters)
     print(f"similarity error  max |reported - exact| over true positives = {cmp.sim_err:.5f}")
     print(f"dead letters      {sum(dead_codes.values())} {dict(dead_codes) if dead_codes else ''}")
     print(
@@ -657,6 +714,7 @@ def run(args: argparse.Namespace) -> int:
 
         # --- push and wait
         push_s, total_s = push_and_drain(args, dedupd, env, workdir, truth, client, daemons)
+        state = group_state(client) or state
         log(
             f"drained: {state['added']} entries in {total_s:.1f}s from the start of the push "
             f"({len(ids) / total_s:.0f} docs/s, {truth.text_mb / total_s:.2f} MB/s)"
@@ -670,6 +728,7 @@ def run(args: argparse.Namespace) -> int:
 
         # --- compare
         cmp = compare(found.pairs, truth.pairs)
+        clusters = compare_clusters(len(ids), found, truth.pairs)
         dead_codes = Counter(f.get(b"error", b"?").decode() for _, f in dead)
         dead_ids = {f.get(b"id", b"").decode("utf-8", "replace") for _, f in dead}
         print_summary(
@@ -682,6 +741,7 @@ def run(args: argparse.Namespace) -> int:
             (shingle, threshold, overrides),
             (push_s, total_s),
             mem["used_memory"],
+            clusters,
         )
         show_pairs("false negatives", cmp.fn_pairs, False, args.show, truth, found.pairs, dead_ids)
         show_pairs("false positives", cmp.fp_pairs, True, args.show, truth, found.pairs, dead_ids)
@@ -731,6 +791,18 @@ def run(args: argparse.Namespace) -> int:
             "fn_distinct_set_pairs": fn_summary["distinct_set_pairs"],
             "precision": round(cmp.precision, 6),
             "recall": round(cmp.recall, 6),
+            "cluster_precision": round(clusters.co.precision, 6),
+            "cluster_recall": round(clusters.co.recall, 6),
+            "pairs_together_both": clusters.co.together_both,
+            "pairs_together_alerts": clusters.co.together_found,
+            "pairs_together_truth": clusters.co.together_truth,
+            "alert_components": len(clusters.found_sizes),
+            "truth_components": len(clusters.truth_sizes),
+            "largest_alert_component": clusters.found_sizes[0] if clusters.found_sizes else 0,
+            "largest_truth_component": clusters.truth_sizes[0] if clusters.truth_sizes else 0,
+            "docs_with_true_duplicate": clusters.named.with_true_duplicate,
+            "docs_with_true_duplicate_named": clusters.named.named,
+            "named_share": round(clusters.named.share, 6),
             "max_similarity_error": round(cmp.sim_err, 6),
             "alerts": len(raw_alerts),
             "dead_letters": dict(dead_codes),
