@@ -115,21 +115,21 @@ def batch_predecessors(bands: npt.NDArray[np.uint64], depth: int) -> list[tuple[
 
 def evictions(
     own: npt.NDArray[np.uint64], matched: npt.NDArray[np.uint64], nums: npt.NDArray[np.int64], keep: int
-) -> list[tuple[int, int]]:
-    """The (band, integer id) of each verified match that leaves a bucket the document holds: in each band,
-    the matches with the document's band hash except the ``keep - 1`` newest (largest integer id). With
-    the document itself, a cluster keeps ``keep`` members in each of its buckets.
+) -> npt.NDArray[np.uint64]:
+    """The (band, integer id) rows of each verified match that leaves a bucket the document holds: in each
+    band, the matches with the document's band hash except the ``keep - 1`` newest (largest integer id).
+    With the document itself, a cluster keeps ``keep`` members in each of its buckets.
 
     ``own`` is the document's row of band hashes, ``matched`` one row per match, ``nums`` their ids.
 
     >>> rows = np.array([[4, 0, 6], [4, 5, 1], [4, 5, 6]], np.uint64)
-    >>> evictions(np.array([4, 5, 6], np.uint64), rows, np.array([1, 2, 3]), keep=2)
-    [(0, 2), (1, 2), (0, 1), (2, 1)]
+    >>> evictions(np.array([4, 5, 6], np.uint64), rows, np.array([1, 2, 3]), keep=2).tolist()
+    [[0, 2], [1, 2], [0, 1], [2, 1]]
     """
     if own.size == 0 or matched.size == 0:
-        return []
+        return np.zeros((0, 2), dtype=np.uint64)
     order = np.argsort(-nums, kind="stable")
     same = matched[order] == own[None, :]
     rank = np.cumsum(same, axis=0)  # among the matches with this band hash, newest first: 1, 2, ...
     rows, bands = np.nonzero(same & (rank >= keep))
-    return list(zip(bands.tolist(), nums[order][rows].tolist(), strict=True))
+    return np.stack([bands, nums[order][rows]], axis=1).astype(np.uint64)

@@ -232,6 +232,8 @@ class Gateway:
         if not items:
             return
         band, hashes, keep, gone = (np.array(col, dtype=np.uint64) for col in zip(*items, strict=True))
+        order = np.lexsort((hashes, band))  # one bucket's evictions together, in their order (stable)
+        band, hashes, keep, gone = band[order], hashes[order], keep[order], gone[order]
         shard = (
             (hashes >> self._shift).astype(np.int64)
             if self.spec.shard_bits

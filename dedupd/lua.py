@@ -355,6 +355,7 @@ return 1
 # Older members of a cluster leave a bucket to a newer one (bounds.evictions).
 # KEYS: bucket hashes.  ARGV[1]: per eviction, its bucket hash's index in KEYS (uint32 LE, 1-based);
 # ARGV[2]: the field (4 bytes); ARGV[3]: the member that stays (4 bytes); ARGV[4]: the one that leaves.
+# The evictions of one bucket are consecutive and in order (gateway.evict sorts them stably).
 # The older one leaves when the newer one is in that bucket, else the newer one takes its place (it was
 # refused by a full bucket): the bucket keeps the cluster's newest members and never grows. Returns how
 # many changed.
@@ -370,22 +371,31 @@ local function find(v, id)
     from = s + 1
   end
 end
-local n = 0
-for at = 1, #fields, 4 do
+local n, key, field, v, changed = 0, nil, nil, nil, false
+local function flush()
+  if changed then call('HSET', key, field, v) end
+  changed = false
+end
+for at = 1, #fields, 4 do  -- the evictions of one bucket are consecutive: it is read and written once
   local b1, b2, b3, b4 = byte(kidx, at, at + 3)
-  local key, field = KEYS[b1 + 256 * b2 + 65536 * b3 + 16777216 * b4], sub(fields, at, at + 3)
-  local v = call('HGET', key, field)
+  local k, f = KEYS[b1 + 256 * b2 + 65536 * b3 + 16777216 * b4], sub(fields, at, at + 3)
+  if k ~= key or f ~= field then
+    flush()
+    key, field = k, f
+    v = call('HGET', key, field)
+  end
   local p = v and find(v, sub(gone, at, at + 3))
   if p then
     local stays = sub(keep, at, at + 3)
     if find(v, stays) then  -- the newer one is there: the older one leaves
-      call('HSET', key, field, sub(v, 1, p - 1) .. sub(v, p + 4))
+      v = sub(v, 1, p - 1) .. sub(v, p + 4)
     else  -- the newer one was refused (a full bucket): it takes the older one's place
-      call('HSET', key, field, sub(v, 1, p - 1) .. stays .. sub(v, p + 4))
+      v = sub(v, 1, p - 1) .. stays .. sub(v, p + 4)
     end
-    n = n + 1
+    changed, n = true, n + 1
   end
 end
+flush()
 return n
 """
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dedupd.bounds import KEPT_PER_CLUSTER, alert_matches, batch_predecessors, evictions
 from dedupd.connection import ScriptPipeline
@@ -420,26 +421,32 @@ class Processor:
         self, run: _Run, alerting: list[tuple[int, Step]], verified: _Verified
     ) -> list[tuple[int, int, int, int]]:
         """(band, band hash, stays, leaves) of each older member of a cluster that leaves a bucket an
-        alerting document holds (bounds.evictions: a bucket keeps the newest KEPT_PER_CLUSTER of a cluster)."""
+        alerting document holds (bounds.evictions: a bucket keeps the newest KEPT_PER_CLUSTER of a cluster),
+        once per bucket and member: the batch's first document to evict it (later ones of a bucket the batch
+        filled were refused, and in batch order a member evicts before it is evicted)."""
         writing = [(i, step) for i, step in alerting if step.writes and run.bands[i].size]
         if not writing:
             return []
         fps = verified.fingerprints
-        nums = [n for n in dict.fromkeys(m[2] for i, _ in writing for m in verified.matches[i])]
+        nums = list(dict.fromkeys(m[2] for i, _ in writing for m in verified.matches[i]))
         known = [n for n in nums if n in fps and not fps[n].empty]
         table = dict(zip(known, self.gateway.fingerprinter.band_hashes([fps[n] for n in known]), strict=True))
-        out: dict[tuple[int, int, int], int] = {}  # (band, hash, leaves) -> stays
+        parts: list[npt.NDArray[np.uint64]] = []
         for i, step in writing:
             found = [m[2] for m in verified.matches[i] if m[2] in table and m[2] != step.num]
             if not found:
                 continue
             own = run.bands[i]
-            rows = np.stack([table[n] for n in found])
-            for band, gone in evictions(own, rows, np.array(found, dtype=np.int64), KEPT_PER_CLUSTER):
-                # the batch's first document to evict it: later ones of a bucket the batch filled were
-                # refused (not in it, they cannot evict), and in batch order a keeper evicts before it leaves
-                out.setdefault((band, int(own[band]), gone), step.num)
-        return [(band, h, stays, gone) for (band, h, gone), stays in out.items()]
+            pairs = evictions(own, np.stack([table[n] for n in found]), np.array(found), KEPT_PER_CLUSTER)
+            if pairs.size:
+                band = pairs[:, 0]
+                stays = np.full(band.size, step.num, dtype=np.uint64)
+                parts.append(np.stack([band, own[band], stays, pairs[:, 1]], axis=1))  # all uint64
+        if not parts:
+            return []
+        rows = np.concatenate(parts)
+        _, first = np.unique(rows[:, [0, 1, 3]], axis=0, return_index=True)
+        return [(b, h, stays, gone) for b, h, stays, gone in rows[np.sort(first)].tolist()]
 
     def _replies(self, pipe: ScriptPipeline, queries: list[Entry], matches: dict[str, list[Found]]) -> None:
         """Queue the verdicts of the queries, one call per reply stream."""

@@ -73,7 +73,7 @@ def test_evictions_keep_the_newest_of_each_band(rows_raw: list[list[int]], keep:
     own = np.array([1, 1, 1, 1], dtype=np.uint64)
     rows = np.array(rows_raw, dtype=np.uint64).reshape(-1, 4)
     nums = np.arange(10, 10 + rows.shape[0], dtype=np.int64)[::-1].copy()  # not in id order
-    got = set(evictions(own, rows, nums, keep))
+    got = {(int(b), int(n)) for b, n in evictions(own, rows, nums, keep).tolist()}
     expected = set()
     for b in range(4):
         same = sorted((int(nums[i]) for i in range(rows.shape[0]) if rows[i, b] == own[b]), reverse=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import select
 import signal
 import subprocess
 import sys
@@ -25,6 +26,19 @@ def serve(url: str, *args: str, **env: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [*DEDUPD, "serve", *args], env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+
+
+def wait_serving(proc: subprocess.Popen[str], timeout: float = 60.0) -> None:
+    """Read the daemon's log until it says it is serving."""
+    assert proc.stderr is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stderr], [], [], 0.5)
+        line = proc.stderr.readline() if ready else ""
+        if " serving " in line:
+            return
+        assert proc.poll() is None, "dedupd serve exited before serving"
+    raise AssertionError("dedupd serve did not start serving")
 
 
 def pairs_corpus(n_pairs: int, seed: int) -> tuple[list[dict[str, str]], set[tuple[str, str]]]:
@@ -149,7 +163,8 @@ def test_embedded_redis_end_to_end(tmp_path: Path) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_idle_daemon_stops_promptly(redis_url: str, sig: int) -> None:
     proc = serve(redis_url, DEDUPD_BLOCK_MS="1000")
-    time.sleep(1.0)
+    wait_serving(proc)  # its signal handlers are installed (a loaded machine may take seconds to start it)
+    time.sleep(0.5)
     t = time.monotonic()
     proc.send_signal(sig)
     assert proc.wait(timeout=10) == 0
