@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 Found = tuple[str, float, int]  # a verified match: (document id, similarity, integer id)
 KEPT_PER_CLUSTER = 2  # members of one cluster a bucket keeps (the newest): one can be deleted, one stays
+BATCH_NEIGHBOURS = 2  # per band, the nearest earlier documents of its batch with its hash a document sees
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,22 +115,51 @@ def batch_predecessors(bands: npt.NDArray[np.uint64], depth: int) -> list[tuple[
 
 
 def evictions(
-    own: npt.NDArray[np.uint64], matched: npt.NDArray[np.uint64], nums: npt.NDArray[np.int64], keep: int
-) -> npt.NDArray[np.uint64]:
-    """The (band, integer id) rows of each verified match that leaves a bucket the document holds: in each
-    band, the matches with the document's band hash except the ``keep - 1`` newest (largest integer id).
-    With the document itself, a cluster keeps ``keep`` members in each of its buckets.
+    bands: npt.NDArray[np.uint64],
+    nums: npt.NDArray[np.uint64],
+    roots: npt.NDArray[np.uint64],
+    new: npt.NDArray[np.bool_],
+    keep: int,
+) -> list[tuple[int, int, int, int]]:
+    """The (band, band hash, stays, leaves) evictions that leave each bucket with the ``keep`` newest
+    members (largest integer id) of each cluster.
 
-    ``own`` is the document's row of band hashes, ``matched`` one row per match, ``nums`` their ids.
+    Members are rows: their band hashes ``bands``, integer ids ``nums``, cluster ``roots``; ``new`` marks
+    the documents of the batch (a bucket and cluster without one is left alone: no document of the batch
+    holds it). Per bucket and cluster, the members beyond the ``keep`` newest leave, the oldest first (the
+    ones most likely still in the bucket); the oldest to the ``keep``-th newest, the next to the one before,
+    and so on, the others to the newest (lua.EVICT: a newer member the bucket refused takes the older one's
+    place, so the kept ones get in even when a full bucket refused them).
 
-    >>> rows = np.array([[4, 0, 6], [4, 5, 1], [4, 5, 6]], np.uint64)
-    >>> evictions(np.array([4, 5, 6], np.uint64), rows, np.array([1, 2, 3]), keep=2).tolist()
-    [[0, 2], [1, 2], [0, 1], [2, 1]]
+    >>> bands = np.array([[7, 1], [7, 2], [7, 1], [7, 3]], np.uint64)
+    >>> evictions(bands, np.array([9, 8, 5, 4], np.uint64), np.array([1, 1, 1, 1], np.uint64),
+    ...           np.array([True, True, False, False]), keep=2)
+    [(0, 7, 8, 4), (0, 7, 9, 5)]
     """
-    if own.size == 0 or matched.size == 0:
-        return np.zeros((0, 2), dtype=np.uint64)
-    order = np.argsort(-nums, kind="stable")
-    same = matched[order] == own[None, :]
-    rank = np.cumsum(same, axis=0)  # among the matches with this band hash, newest first: 1, 2, ...
-    rows, bands = np.nonzero(same & (rank >= keep))
-    return np.stack([bands, nums[order][rows]], axis=1).astype(np.uint64)
+    n, width = bands.shape
+    band = np.tile(np.arange(width, dtype=np.uint64), n)
+    hashes, member = bands.ravel(), np.repeat(np.arange(n), width)
+    order = np.lexsort((-nums[member].astype(np.int64), roots[member], hashes, band))
+    band, hashes, member = band[order], hashes[order], member[order]
+    start = np.ones(order.size, dtype=bool)
+    start[1:] = (
+        (band[1:] != band[:-1]) | (hashes[1:] != hashes[:-1]) | (roots[member[1:]] != roots[member[:-1]])
+    )
+    group = np.cumsum(start) - 1
+    first = np.flatnonzero(start)
+    rank = np.arange(order.size) - first[group]
+    with_new = np.maximum.reduceat(new[member].astype(np.int8), first).astype(bool)[group]
+    size = np.diff(np.append(first, order.size))[group]
+    gone = np.flatnonzero(with_new & (rank >= keep))
+    gone = gone[np.lexsort((-rank[gone], group[gone]))]  # per bucket and cluster, the oldest first
+    oldest_first = (size - 1 - rank)[gone]  # 0 for the oldest member
+    stays = first[group[gone]] + np.maximum(keep - 1 - oldest_first, 0)
+    return list(
+        zip(
+            band[gone].tolist(),
+            hashes[gone].tolist(),
+            nums[member[stays]].tolist(),
+            nums[member[gone]].tolist(),
+            strict=True,
+        )
+    )

@@ -199,7 +199,9 @@ class Client:
         bands = gw.fingerprinter.band_hashes([fps[i] for i in live])
         nums = gw.nums_of([ids[i] or "" for i in live])  # an indexed document's id: compared as its upsert
         reads = gw.peek(list(bands))
-        found = choose_candidates(gw, {-(i + 1): (r, n) for i, r, n in zip(live, reads, nums, strict=True)})
+        found, _ = choose_candidates(
+            gw, {-(i + 1): (r, n) for i, r, n in zip(live, reads, nums, strict=True)}
+        )
         own = {-(i + 1): (ids[i] or "", fps[i]) for i in live}
         matched = find_matches(gw, own, found)
         hits = [matched.get(-(i + 1), []) for i in range(len(texts))]

@@ -245,6 +245,9 @@ return out
 # collide in that band, and the document is found through them).
 # ARGV[9], ARGV[10], ...: per CHECK* op, the input entry id the record was read with ('' = no record) and
 # the new record ('' for CHECK_DELETE/CHECK).
+# A JOIN reads the members the bucket had before this call: the documents of the batch see each other in
+# the batch itself (processor: the nearest earlier ones with a band hash in common), so that a batch of
+# copies costs each of them the few members kept from before, not everything the batch put there.
 # A REJOIN (a redelivered document) reads the members that joined before it, or when it is not in the
 # bucket any more (evicted: lua.EVICT) the members with a smaller integer id (created before it).
 # Returns one string per END: the packed ids found in the buckets that document joined (before it), or
@@ -269,6 +272,7 @@ local function find(v, id)
   end
 end
 local out, acc, n_acc = {{}}, {{}}, 0
+local before = {{}}  -- bucket -> bytes of the members it had before this call (a JOIN reads only those)
 local j, c, skip = 0, 0, false
 local id
 for i = 1, #ops do
@@ -288,15 +292,18 @@ for i = 1, #ops do
       end
       local field = sub(fields, at4 + 1, at4 + 4)
       if not id then id = sub(ids, at4 + 1, at4 + 4) end  -- one document's ops share its id
+      local bucket = key .. field
       if op ~= LEAVE then
         if call('HSETNX', key, field, id) == 0 then  -- the bucket exists: read it, join it
           local v = call('HGET', key, field)
           local at = find(v, id)
+          local old = before[bucket]
+          if not old then old = #v; before[bucket] = old end
           n_acc = n_acc + 1
           if at then  -- already in it: JOIN reads the others, REJOIN only the ones that joined before it
             acc[n_acc] = op == JOIN and (sub(v, 1, at - 1) .. sub(v, at + 4)) or sub(v, 1, at - 1)
-          elseif op == JOIN then
-            acc[n_acc] = v
+          elseif op == JOIN then  -- the members of this call's batch it sees in the batch itself
+            acc[n_acc] = sub(v, 1, old)
             if #v < full then call('HSET', key, field, v .. id) end
           else  -- REJOIN of a document no longer in it (a newer one evicted it): only the older ids
             local own, older = unpack4('<I4', id), {{}}
@@ -306,6 +313,8 @@ for i = 1, #ops do
             acc[n_acc] = table.concat(older)
             if #v < full then call('HSET', key, field, v .. id) end
           end
+        elseif not before[bucket] then
+          before[bucket] = 0  -- made by this call
         end
       else
         local v = call('HGET', key, field)
@@ -314,6 +323,8 @@ for i = 1, #ops do
           if at then
             local rest = sub(v, 1, at - 1) .. sub(v, at + 4)
             if rest == '' then call('HDEL', key, field) else call('HSET', key, field, rest) end
+            local old = before[bucket]
+            if not old then before[bucket] = #rest elseif at <= old then before[bucket] = old - 4 end
           end
         end
       end

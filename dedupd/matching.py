@@ -45,20 +45,23 @@ def similarities(
     return out
 
 
-def choose_candidates(gw: Gateway, reads: Mapping[int, tuple[Packed, int]]) -> dict[int, set[int]]:
+def choose_candidates(
+    gw: Gateway, reads: Mapping[int, tuple[Packed, int]]
+) -> tuple[dict[int, set[int]], dict[int, int]]:
     """The candidates to verify, by key, from each key's bucket reads and its own integer id (left out; 0 =
     none): all of them when they are at most ``max_candidates``, else that many, ranked by shared bands with
-    every distinct cluster represented (bounds.pick_candidates; one root lookup for those keys)."""
+    every distinct cluster represented (bounds.pick_candidates); and the cluster root of every candidate
+    read (one lookup for the distinct ids of all keys)."""
     limit = gw.bounds.max_candidates
     ranks = {k: ranked(packed, own)[0] for k, (packed, own) in reads.items()}
-    over = [k for k, ids in ranks.items() if len(ids) > limit]
-    roots = iter(gw.roots([n for k in over for n in ranks[k]]))
+    distinct = list(dict.fromkeys(n for ids in ranks.values() for n in ids))
+    root_of = dict(zip(distinct, gw.roots(distinct), strict=True))
     out: dict[int, set[int]] = {}
     for k, ids in ranks.items():
         if ids:
-            root_of = [next(roots) for _ in ids] if len(ids) > limit else None
-            out[k] = set(pick_candidates(ids, root_of, limit))
-    return out
+            roots = [root_of[n] for n in ids] if len(ids) > limit else None
+            out[k] = set(pick_candidates(ids, roots, limit))
+    return out, root_of
 
 
 def find_matches(

@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-from dedupd.bounds import KEPT_PER_CLUSTER, alert_matches, batch_predecessors, evictions
+from dedupd.bounds import BATCH_NEIGHBOURS, KEPT_PER_CLUSTER, alert_matches, batch_predecessors, evictions
 from dedupd.connection import ScriptPipeline
 from dedupd.entries import MAX_DELIVERIES, Entry, Op, parse_entry
 from dedupd.errors import DedupdError, InputError
@@ -66,6 +65,22 @@ def phrases(text: str) -> list[str]:
         if len(seen) >= MAX_PHRASES:
             break
     return list(seen)
+
+
+def _merged_roots(alerting: list[tuple[int, Step]], unions: list[tuple[int, list[int]]]) -> dict[int, int]:
+    """The cluster root, after the run's unions, of each alerting document and each root it merged."""
+    parent: dict[int, int] = {}
+    for (_, step), (root, merged) in zip(alerting, unions, strict=True):
+        for r in (step.num, *merged):
+            parent[r] = root
+        parent.setdefault(root, root)
+
+    def find(x: int) -> int:
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    return {x: find(x) for x in parent}
 
 
 def kept_fields(fields: dict[bytes, bytes], max_bytes: int) -> list[Any]:
@@ -165,7 +180,9 @@ class _Verified:
     """The verified matches of a run's steps (by step index) and the fingerprints of what they name."""
 
     matches: dict[int, list[Found]]
-    fingerprints: dict[int, Fingerprint]
+    fingerprints: dict[int, Fingerprint]  # of every candidate verified, by integer id
+    candidates: dict[int, set[int]]  # by step index: the candidates verified
+    roots: dict[int, int]  # the cluster root of each candidate read, before this run
 
 
 class Processor:
@@ -328,9 +345,14 @@ class Processor:
         for i, earlier in self._batch_neighbours(run).items():
             f, num = reads.get(run.steps[i].num, (_NO_IDS, run.steps[i].num))
             reads[num] = (np.concatenate([f, earlier]), num)
-        candidates = choose_candidates(self.gateway, reads) if reads else {}
+        candidates, roots = choose_candidates(self.gateway, reads) if reads else ({}, {})
         found, fps = verify_candidates(self.gateway, own, candidates) if candidates else ({}, {})
-        return _Verified({i: found[key] for i, key in key_of.items() if key in found}, fps)
+        return _Verified(
+            {i: found[key] for i, key in key_of.items() if key in found},
+            fps,
+            {i: candidates[key] for i, key in key_of.items() if key in candidates},
+            roots,
+        )
 
     def _batch_neighbours(self, run: _Run) -> dict[int, Packed]:
         """By step index, the integer ids of the nearest earlier documents of the run with a band hash in
@@ -342,7 +364,7 @@ class Processor:
         ]
         if len(rows) < 2:
             return {}
-        pairs = batch_predecessors(np.stack([run.bands[i] for i in rows]), KEPT_PER_CLUSTER)
+        pairs = batch_predecessors(np.stack([run.bands[i] for i in rows]), BATCH_NEIGHBOURS)
         out: dict[int, list[int]] = {}
         for a, b in pairs:
             out.setdefault(rows[a], []).append(run.steps[rows[b]].num)
@@ -373,6 +395,7 @@ class Processor:
         alerting = [(i, steps[i]) for i in done if i in matches and steps[i].action is not Action.QUERY]
         roots: list[str] = []
         named: dict[int, list[Found]] = {}
+        unions: list[tuple[int, list[int]]] = []
         if alerting:
             names: dict[int, str] = {}
             for i, step in alerting:
@@ -383,7 +406,7 @@ class Processor:
             for (i, _), (_, before) in zip(alerting, unions, strict=True):
                 named[i] = alert_matches(matches[i], before, gw.bounds.max_matches)
         pipe = ScriptPipeline(gw.client)
-        gw.evict(pipe, self._evictions(run, alerting, verified))
+        gw.evict(pipe, self._evictions(run, alerting, unions, verified))
         out: list[Emitted] = []
         for (i, step), root in zip(alerting, roots, strict=True):
             e = step.entry
@@ -418,35 +441,39 @@ class Processor:
         pipe.execute()
 
     def _evictions(
-        self, run: _Run, alerting: list[tuple[int, Step]], verified: _Verified
+        self,
+        run: _Run,
+        alerting: list[tuple[int, Step]],
+        unions: list[tuple[int, list[int]]],
+        verified: _Verified,
     ) -> list[tuple[int, int, int, int]]:
-        """(band, band hash, stays, leaves) of each older member of a cluster that leaves a bucket an
-        alerting document holds (bounds.evictions: a bucket keeps the newest KEPT_PER_CLUSTER of a cluster),
-        once per bucket and member: the batch's first document to evict it (later ones of a bucket the batch
-        filled were refused, and in batch order a member evicts before it is evicted)."""
-        writing = [(i, step) for i, step in alerting if step.writes and run.bands[i].size]
-        if not writing:
+        """(band, band hash, stays, leaves) of each older member of a cluster that leaves a bucket: per bucket
+        and cluster that a document of this run joined, the members known (the run's alerting documents, and
+        the verified candidates read from before it) except the newest KEPT_PER_CLUSTER (bounds.evictions)."""
+        final = _merged_roots(alerting, unions)
+        members: list[tuple[int, int, U64Array]] = []  # (integer id, cluster root after the run, band hashes)
+        in_run = {step.num for _, step in alerting}
+        for i, step in alerting:
+            if step.writes and run.bands[i].size:
+                members.append((step.num, final[step.num], run.bands[i]))
+        fps, root_of = verified.fingerprints, verified.roots
+        before = {
+            n
+            for i, _ in alerting
+            for n in verified.candidates.get(i, ())
+            if n not in in_run and root_of.get(n) in final and n in fps and not fps[n].empty
+        }
+        if not members or not before:
             return []
-        fps = verified.fingerprints
-        nums = list(dict.fromkeys(m[2] for i, _ in writing for m in verified.matches[i]))
-        known = [n for n in nums if n in fps and not fps[n].empty]
-        table = dict(zip(known, self.gateway.fingerprinter.band_hashes([fps[n] for n in known]), strict=True))
-        parts: list[npt.NDArray[np.uint64]] = []
-        for i, step in writing:
-            found = [m[2] for m in verified.matches[i] if m[2] in table and m[2] != step.num]
-            if not found:
-                continue
-            own = run.bands[i]
-            pairs = evictions(own, np.stack([table[n] for n in found]), np.array(found), KEPT_PER_CLUSTER)
-            if pairs.size:
-                band = pairs[:, 0]
-                stays = np.full(band.size, step.num, dtype=np.uint64)
-                parts.append(np.stack([band, own[band], stays, pairs[:, 1]], axis=1))  # all uint64
-        if not parts:
-            return []
-        rows = np.concatenate(parts)
-        _, first = np.unique(rows[:, [0, 1, 3]], axis=0, return_index=True)
-        return [(b, h, stays, gone) for b, h, stays, gone in rows[np.sort(first)].tolist()]
+        olds = sorted(before)
+        rows = self.gateway.fingerprinter.band_hashes([fps[n] for n in olds])
+        members += [(n, final[root_of[n]], row) for n, row in zip(olds, rows, strict=True)]
+        nums = np.array([m[0] for m in members], dtype=np.uint64)
+        roots = np.array([m[1] for m in members], dtype=np.uint64)
+        table = np.stack([m[2] for m in members])
+        new = np.zeros(len(members), dtype=bool)
+        new[: len(members) - len(olds)] = True
+        return evictions(table, nums, roots, new, KEPT_PER_CLUSTER)
 
     def _replies(self, pipe: ScriptPipeline, queries: list[Entry], matches: dict[str, list[Found]]) -> None:
         """Queue the verdicts of the queries, one call per reply stream."""

@@ -67,15 +67,40 @@ def test_alert_size_does_not_grow_with_the_cluster() -> None:
         assert len(alert_matches(found, [1] * size, 10)) == 10
 
 
-@settings(max_examples=200)
-@given(st.lists(st.lists(st.integers(0, 2), min_size=4, max_size=4), max_size=12), st.integers(1, 4))
-def test_evictions_keep_the_newest_of_each_band(rows_raw: list[list[int]], keep: int) -> None:
-    own = np.array([1, 1, 1, 1], dtype=np.uint64)
-    rows = np.array(rows_raw, dtype=np.uint64).reshape(-1, 4)
-    nums = np.arange(10, 10 + rows.shape[0], dtype=np.int64)[::-1].copy()  # not in id order
-    got = {(int(b), int(n)) for b, n in evictions(own, rows, nums, keep).tolist()}
-    expected = set()
-    for b in range(4):
-        same = sorted((int(nums[i]) for i in range(rows.shape[0]) if rows[i, b] == own[b]), reverse=True)
-        expected |= {(b, n) for n in same[keep - 1 :]}
-    assert got == expected
+@settings(max_examples=300)
+@given(
+    st.lists(
+        st.tuples(st.lists(st.integers(0, 2), min_size=3, max_size=3), st.integers(0, 2), st.booleans()),
+        max_size=14,
+    ),
+    st.integers(1, 3),
+)
+def test_evictions_leave_the_newest_of_each_bucket_and_cluster(
+    members: list[tuple[list[int], int, bool]], keep: int
+) -> None:
+    if not members:
+        return
+    nums = np.arange(100, 100 + len(members), dtype=np.uint64)[::-1].copy()  # not in id order
+    bands = np.array([m[0] for m in members], dtype=np.uint64)
+    roots = np.array([m[1] for m in members], dtype=np.uint64)
+    new = np.array([m[2] for m in members], dtype=bool)
+    got = evictions(bands, nums, roots, new, keep)
+    # brute force: simulate each bucket holding all its members, apply the evictions in order
+    buckets: dict[tuple[int, int], set[int]] = {}
+    for i, (row, _, _) in enumerate(members):
+        for b, h in enumerate(row):
+            buckets.setdefault((b, h), set()).add(int(nums[i]))
+    for b, h, stays, gone in got:
+        assert gone in buckets[(b, h)] and stays in buckets[(b, h)]
+        buckets[(b, h)].discard(gone)
+    for (b, h), held in buckets.items():
+        for root in set(roots.tolist()):
+            group = [i for i, (row, r, _) in enumerate(members) if row[b] == h and r == root]
+            if not group:
+                continue
+            newest = sorted((int(nums[i]) for i in group), reverse=True)
+            kept = {n for n in held if n in newest}
+            if any(members[i][2] for i in group):
+                assert kept == set(newest[:keep])
+            else:
+                assert kept == set(newest)
