@@ -14,10 +14,10 @@ from dedupd.errors import ConfigError, DedupdError
 from dedupd.mining.apriori import apriori
 from dedupd.mining.baskets import Baskets, load_baskets
 from dedupd.mining.memory import mine_within, parse_bytes
-from dedupd.mining.output import params, payload, render_csv, render_json, render_table
+from dedupd.mining.output import json_chunks, params, payload, render_csv, render_table
 from dedupd.mining.pcy import DEFAULT_BUCKETS, multihash, multistage, pcy
 from dedupd.mining.result import MiningResult, PassReport
-from dedupd.mining.rules import Rule, SortKey, generate_rules
+from dedupd.mining.rules import RuleTable, SortKey, rule_table
 from dedupd.mining.sampling import random_sampling
 from dedupd.mining.son import Engine, son
 from dedupd.mining.support import resolve_support
@@ -208,7 +208,7 @@ def mine(
             progress,
         )
         rules = (
-            generate_rules(
+            rule_table(
                 result,
                 confidence,
                 max_antecedent,
@@ -219,7 +219,7 @@ def mine(
                 cast(SortKey, sort_by),
             )
             if want_rules
-            else []
+            else RuleTable.none(result.vocab)
         )
         _print(result, rules, fmt, limit, quiet)
         if client is not None and keys is not None and store:
@@ -324,15 +324,19 @@ def _plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n:,} {one if n == 1 else (many or one + 's')}"
 
 
-def _print(result: MiningResult, rules: list[Rule], fmt: str, limit: int, quiet: bool) -> None:
+def _print(result: MiningResult, rules: RuleTable, fmt: str, limit: int, quiet: bool) -> None:
     """Notes and warnings on stderr, the result on stdout in the format asked for."""
     for note in result.notes:
         if not quiet:
             click.echo(f"note: {note}", err=True)
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
-    if fmt == "json":
-        click.echo(render_json(result, rules))
+    if fmt == "json":  # in pieces, straight to stdout: 128,248 rules make 46 MB of JSON
+        out = sys.stdout
+        for piece in json_chunks(result, rules):
+            out.write(piece)
+        out.write("\n")
+        out.flush()
     elif fmt == "csv":
         click.echo(render_csv(result, rules), nl=False)
     else:

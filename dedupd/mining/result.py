@@ -113,3 +113,13 @@ class MiningResult:
 
     def max_size(self) -> int:
         return len(self.levels)
+
+    def name_ranks(self) -> npt.NDArray[np.int32]:
+        """Item id -> position of its name, in sorted order, among the items of the itemsets (-1: none)."""
+        present = np.zeros(len(self.vocab), dtype=bool)
+        for sets, _ in self.levels:
+            present[sets.ravel()] = True
+        used = np.flatnonzero(present).tolist()
+        rank = np.full(len(self.vocab), -1, dtype=np.int32)
+        rank[sorted(used, key=self.vocab.__getitem__)] = np.arange(len(used), dtype=np.int32)
+        return rank
