@@ -54,6 +54,7 @@ I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]
 MEASURES = ("support", "confidence", "interest", "lift", "leverage", "conviction")
+COLUMNS = ("antecedent", "consequent", "count", "ante_count", "cons_count", *MEASURES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +86,8 @@ class RuleTable:
         vocab: item id -> name.
         antecedent, consequent: ``int32[n, w]`` item ids, each row in name order, padded with -1.
         count: ``int64[n]`` baskets holding the antecedent and the consequent together.
+        ante_count, cons_count: ``int64[n]`` baskets holding the antecedent, the consequent (the
+            measures are functions of the three counts and the number of baskets).
         support, confidence, interest, lift, leverage: ``float64[n]``.
         conviction: ``float64[n]``, NaN where the confidence is 1 (None in a :class:`Rule`).
     """
@@ -93,6 +96,8 @@ class RuleTable:
     antecedent: I32
     consequent: I32
     count: I64
+    ante_count: I64
+    cons_count: I64
     support: F64
     confidence: F64
     interest: F64
@@ -107,18 +112,12 @@ class RuleTable:
     def none(cls, vocab: tuple[str, ...]) -> RuleTable:
         """No rules (``dedupd mine --no-rules``)."""
         ids = np.zeros((0, 1), dtype=np.int32)
-        f = np.zeros(0, dtype=np.float64)
-        return cls(vocab, ids, ids, np.zeros(0, dtype=np.int64), f, f, f, f, f, f)
+        i, f = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        return cls(vocab, ids, ids, i, i, i, f, f, f, f, f, f)
 
     def take(self, rows: npt.NDArray[np.integer] | slice) -> RuleTable:
         """The rules ``rows`` (an index array or a slice), in that order."""
-        return RuleTable(
-            self.vocab,
-            self.antecedent[rows],
-            self.consequent[rows],
-            self.count[rows],
-            *(getattr(self, m)[rows] for m in MEASURES),
-        )
+        return RuleTable(self.vocab, *(getattr(self, c)[rows] for c in COLUMNS))
 
     def names(self, ids: I32) -> list[tuple[str, ...]]:
         """Each row of ``ids`` (an antecedent or consequent matrix) as a tuple of item names."""
@@ -214,26 +213,29 @@ def _grow(alive: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
 
 
 def _level_rules(levels: _Levels, k: int, lim: _Limits) -> Iterator[_Block]:
-    """The rules of the frequent k-itemsets that pass the confidence threshold, by consequent positions."""
+    """The rules of the frequent k-itemsets that pass the confidence threshold, one block per
+    consequent size (every choice of consequent positions of that size looked up together)."""
     sets, counts = levels.result.levels[k - 1]
     m = int(sets.shape[0])
     passed: dict[tuple[int, ...], Mask] = {}
     combos: list[tuple[int, ...]] = [(p,) for p in range(k)]
     size = 1
     while combos and (lim.max_consequent is None or size <= lim.max_consequent) and size < k:
-        for comb in combos:
-            rows = np.flatnonzero(_tried(comb, passed, m))
-            ante_cols = [p for p in range(k) if p not in comb]
-            ante_count = levels.count_of(sets[rows][:, ante_cols])
-            ok = (ante_count > 0) & (counts[rows] / np.maximum(ante_count, 1) >= lim.min_confidence)
-            mask = np.zeros(m, dtype=bool)
-            mask[rows[ok]] = True
-            passed[comb] = mask
-            if lim.max_antecedent is not None and k - size > lim.max_antecedent:
-                continue
-            chosen = sets[rows[ok]]
-            cons = chosen[:, list(comb)]
-            yield _Block(chosen[:, ante_cols], cons, counts[rows[ok]], ante_count[ok], levels.count_of(cons))
+        rows = [np.flatnonzero(_tried(comb, passed, m)) for comb in combos]
+        rests = [[p for p in range(k) if p not in comb] for comb in combos]
+        ante = np.concatenate([sets[r][:, rest] for r, rest in zip(rows, rests, strict=True)])
+        cons = np.concatenate([sets[r][:, list(comb)] for r, comb in zip(rows, combos, strict=True)])
+        row = np.concatenate(rows)
+        ante_count = levels.count_of(ante)
+        ok = (ante_count > 0) & (counts[row] / np.maximum(ante_count, 1) >= lim.min_confidence)
+        at = 0
+        for comb, r in zip(combos, rows, strict=True):
+            passed[comb] = np.zeros(m, dtype=bool)
+            passed[comb][r[ok[at : at + r.shape[0]]]] = True
+            at += r.shape[0]
+        if lim.max_antecedent is None or k - size <= lim.max_antecedent:
+            cons = cons[ok]
+            yield _Block(ante[ok], cons, counts[row[ok]], ante_count[ok], levels.count_of(cons))
         combos = _grow([c for c in combos if passed[c].any()])
         size += 1
 
@@ -273,6 +275,8 @@ def _measures(result: MiningResult, blocks: list[_Block], rank: I32) -> RuleTabl
         _stack([b.antecedent for b in blocks], rank),
         _stack([b.consequent for b in blocks], rank),
         count.astype(np.int64),
+        ante_count,
+        cons_count,
         support,
         confidence,
         np.abs(confidence - p_cons),
@@ -290,13 +294,12 @@ def name_keys(ids: I32, rank: I32) -> list[I64]:
     """
     bits = max(1, int(rank.max(initial=0) + 1).bit_length())
     per = max(1, 63 // bits)
-    values = np.where(ids >= 0, rank[ids] + 1, 0).astype(np.int64)
+    values = np.append(rank.astype(np.int64) + 1, 0)[ids]  # id -1 takes the appended 0
     keys: list[I64] = []
     for start in range(0, ids.shape[1], per):
-        key = np.zeros(ids.shape[0], dtype=np.int64)
-        for c in range(start, min(start + per, ids.shape[1])):
-            key = (key << bits) | values[:, c]
-        keys.append(key)
+        part = values[:, start : start + per]
+        shifts = np.arange(part.shape[1] - 1, -1, -1, dtype=np.int64) * bits
+        keys.append(part @ (np.int64(1) << shifts))
     return keys
 
 
@@ -334,7 +337,7 @@ def rule_table(
     blocks = [b for k in range(2, len(result.levels) + 1) for b in _level_rules(levels, k, lim)]
     rank = result.name_ranks()
     table = _measures(result, blocks, rank)
-    keep = np.concatenate([b.cons_count for b in blocks] + [np.zeros(0, dtype=np.int64)]) > 0
+    keep = table.cons_count > 0
     if min_lift is not None:
         keep &= ~(table.lift < min_lift)
     if min_interest is not None:
