@@ -18,7 +18,7 @@ from dedupd.mining.output import json_chunks, params, payload, render_csv, rende
 from dedupd.mining.pcy import DEFAULT_BUCKETS, multihash, multistage, pcy
 from dedupd.mining.result import MiningResult, PassReport
 from dedupd.mining.rules import RuleTable, SortKey, rule_table
-from dedupd.mining.sampling import random_sampling
+from dedupd.mining.sampling import MAX_CANDIDATES, random_sampling
 from dedupd.mining.son import Engine, son
 from dedupd.mining.support import resolve_support
 from dedupd.mining.toivonen import toivonen
@@ -107,6 +107,14 @@ def _positive_support(ctx: click.Context, param: click.Parameter, value: float) 
     help="sample/toivonen: share of the baskets in the sample.",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="sample/toivonen/son: random seed.")
+@click.option(
+    "--max-candidates",
+    type=click.IntRange(min=0),
+    default=MAX_CANDIDATES,
+    show_default=True,
+    help="sample/toivonen: the most candidate itemsets the sample and the pass over all baskets may count "
+    "(at a lowered sample threshold, every subset of a sampled basket can be one); 0: no limit.",
+)
 @click.option("--rules/--no-rules", "want_rules", default=True, show_default=True)
 @click.option("--top-k", type=click.IntRange(min=1), default=None, help="Keep the best k rules.")
 @click.option(
@@ -143,6 +151,13 @@ def _positive_support(ctx: click.Context, param: click.Parameter, value: float) 
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
 @click.option(
+    "--verbose",
+    "-v",
+    is_flag=True,
+    help="Progress with each pass's counting structure (triangular matrix, triples, bitmaps, hash "
+    "buckets), its memory and the reasons for the choice.",
+)
+@click.option(
     "--config",
     "config_file",
     type=click.Path(exists=True, dir_okay=False),
@@ -165,6 +180,7 @@ def mine(
     buckets: int,
     sample_fraction: float,
     seed: int,
+    max_candidates: int,
     want_rules: bool,
     top_k: int | None,
     sort_by: str,
@@ -175,6 +191,7 @@ def mine(
     limit: int,
     store: bool,
     quiet: bool,
+    verbose: bool = False,
     config_file: str | None = None,
     redis_url: str | None = None,
     prefix: str | None = None,
@@ -183,7 +200,7 @@ def mine(
 
     def progress(r: PassReport) -> None:
         if not quiet:
-            click.echo(r.line(), err=True)
+            click.echo(r.line() if verbose else r.plain(), err=True)
 
     try:
         algorithm = _algorithm_of(algorithm, engine, scheduler, memory)
@@ -205,6 +222,7 @@ def mine(
             buckets,
             sample_fraction,
             seed,
+            max_candidates or None,
             progress,
         )
         rules = (
@@ -356,6 +374,7 @@ def _run(
     buckets: int,
     fraction: float,
     seed: int,
+    max_candidates: int | None,
     progress: Any,
 ) -> MiningResult:
     if memory is not None:
@@ -370,9 +389,25 @@ def _run(
     if algorithm == "multihash":
         return multihash(baskets, min_count, max_size, progress, buckets=buckets)
     if algorithm == "sample":
-        return random_sampling(baskets, min_count, max_size, progress, fraction=fraction, seed=seed)
+        return random_sampling(
+            baskets,
+            min_count,
+            max_size,
+            progress,
+            fraction=fraction,
+            seed=seed,
+            max_candidates=max_candidates,
+        )
     if algorithm == "toivonen":
-        return toivonen(baskets, min_count, max_size, progress, fraction=fraction, seed=seed)
+        return toivonen(
+            baskets,
+            min_count,
+            max_size,
+            progress,
+            fraction=fraction,
+            seed=seed,
+            max_candidates=max_candidates,
+        )
     return son(
         baskets,
         min_count,

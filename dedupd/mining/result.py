@@ -36,8 +36,15 @@ class PassReport:
     seconds: float
     detail: str = ""
 
+    def plain(self) -> str:
+        """One line in plain words for progress on stderr: what was counted and what came out."""
+        return (
+            f"pass {self.number}: {self.what}: {self.frequent:,} frequent of {self.candidates:,} counted "
+            f"({self.seconds:.2f}s)"
+        )
+
     def line(self) -> str:
-        """One human-readable line for progress on stderr."""
+        """The whole report on one line (``--verbose``): the counting structure, its memory, details."""
         extra = f"; {self.detail}" if self.detail else ""
         return (
             f"pass {self.number}: {self.what}: {self.candidates} counted, {self.frequent} frequent, "
