@@ -301,6 +301,11 @@ def _read_input(
         got = read_baskets(client, keys)
         baskets = Baskets.from_lists(got.baskets)
         source = f"redis stream {keys.baskets}"
+        if got.clusters:
+            source += (
+                f" ({_plural(got.clustered, 'document')} with links grouped into "
+                f"{_plural(got.clusters, 'duplicate cluster')}, one basket each)"
+            )
         if got.malformed and not quiet:
             click.echo(
                 f"warning: skipped {_plural(got.malformed, 'malformed basket entry', 'malformed basket entries')}",
@@ -323,10 +328,11 @@ def _how_to_get_baskets(client: RedisClient, keys: Keys) -> str:
     if docs == 0:
         return f"{keys.docs} is empty too: push documents and run `dedupd serve`; or mine a file with --input FILE"
     mode = load_settings().baskets
-    if mode == "words":
+    if mode in ("words", "sources", "phrases"):
         return (
             f"{keys.docs} holds {_plural(docs, 'entry', 'entries')}: is `dedupd serve` running, with "
-            "DEDUPD_BASKETS=words? Only documents processed with it make baskets"
+            f"DEDUPD_BASKETS={mode}? Only documents processed with it make baskets"
+            + (" (and only those with a `source`)" if mode == "sources" else "")
         )
     return (
         f"{keys.docs} holds {_plural(docs, 'entry', 'entries')}, but with baskets = {mode!r}"
