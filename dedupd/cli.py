@@ -12,19 +12,20 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from urllib.parse import unquote, urlsplit
 
 import click
-import redis
-from redis.exceptions import NoPermissionError
 
 from dedupd import __version__
 from dedupd.errors import ConfigError, DedupdError
 from dedupd.keys import Keys
 from dedupd.logs import setup_logging
 from dedupd.producer import FLUSH_S, FORMATS, BadLine, Item
-from dedupd.settings import Settings, load_settings
+
+if TYPE_CHECKING:  # redis and the settings (pydantic) are imported by the commands that use them: `dedupd
+    # mine --input FILE` and `dedupd tune` start without them (a quarter of a second)
+    from dedupd.settings import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 log = logging.getLogger("dedupd.cli")
@@ -94,6 +95,8 @@ def common_options(func: F) -> F:
 def settings_from(**overrides: Any) -> Settings:
     """The settings for a command (flags over DEDUPD_* over the TOML file), with logging set up and the
     warnings about them (unknown DEDUPD_* variables) logged."""
+    from dedupd.settings import load_settings
+
     if overrides.get("log_level"):
         overrides["log_level"] = overrides["log_level"].upper()
     settings = load_settings(**overrides)
@@ -106,6 +109,8 @@ def settings_from(**overrides: Any) -> Settings:
 def connect_to(settings: Settings, **kwargs: Any) -> Any:
     """``connection.connect`` with the Redis URL's database checked first, and a database the server
     does not have reported as one line."""
+    import redis
+
     from dedupd.connection import connect
 
     database = _url_database(settings.redis_url)
@@ -170,22 +175,31 @@ class DedupdGroup(click.Group):
             fail(exc.format_message(), exc.exit_code)
         except DedupdError as exc:
             fail(exc)
-        except NoPermissionError as exc:
-            fail(
-                f"Redis refused a command to this user: {exc}. Give the user the ACL shown in README.md "
-                "(Operations, Security)."
-            )
-        except redis.RedisError as exc:
-            fail(f"Redis: {exc}", EXIT_RUNTIME)
         except BrokenPipeError:
             _quiet_stdout()
             sys.exit(EXIT_BROKEN_PIPE)
         except KeyboardInterrupt:
             click.echo("dedupd: interrupted", err=True)
             sys.exit(EXIT_INTERRUPTED)
-        except Exception as exc:  # a bug or an unforeseen failure: one line; the traceback at DEBUG
+        except Exception as exc:
+            _redis_failure(exc)
+            # a bug or an unforeseen failure: one line; the traceback at DEBUG
             log.debug("unexpected error", exc_info=True)
             fail(f"{type(exc).__name__}: {exc} (run with --log-level DEBUG for details)", EXIT_RUNTIME)
+
+
+def _redis_failure(exc: Exception) -> None:
+    """Fail with one line if ``exc`` is a Redis error (a command that never imported redis raised none)."""
+    errors = sys.modules.get("redis.exceptions")
+    if errors is None:
+        return
+    if isinstance(exc, errors.NoPermissionError):
+        fail(
+            f"Redis refused a command to this user: {exc}. Give the user the ACL shown in README.md "
+            "(Operations, Security)."
+        )
+    if isinstance(exc, errors.RedisError):
+        fail(f"Redis: {exc}", EXIT_RUNTIME)
 
 
 def _usage_error(exc: click.UsageError) -> NoReturn:
@@ -392,6 +406,8 @@ def push(
 def _interrupted(producer: Any, bad: _BadLines) -> NoReturn:
     """Ctrl-C during a push: send what was read (at most 100 ms of input), say how many, exit 130."""
     at_least = ""
+    import redis
+
     if producer.sending:  # cut off in the middle of a send: it may or may not have arrived; not resent
         at_least = "at least "
     else:
@@ -611,6 +627,8 @@ def check(max_age: float | None, wanted: tuple[str, ...], **opts: Any) -> None:
     Fit for systemd and Kubernetes probes; prints one line saying why. With --consumer, the named
     daemon(s) must be the ones heartbeating (a per-instance probe); without, any daemon will do.
     """
+    import redis
+
     from dedupd.monitor import live_consumers
 
     settings = settings_from(**opts)

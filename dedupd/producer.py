@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from dedupd.keys import Keys
-from dedupd.lua import XADD_MANY
 
 if TYPE_CHECKING:
     from dedupd.connection import RedisClient
@@ -309,6 +308,8 @@ class Producer:
         self.client = client
         self.keys = keys
         self.chunk = chunk
+        from dedupd.lua import XADD_MANY  # here: the scripts (and numpy) cost a command that never pushes
+
         self._script = client.register_script(XADD_MANY)
         self._args: list[str] = []
         self._queued = 0

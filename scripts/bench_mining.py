@@ -19,7 +19,19 @@ prints the time, the peak memory, the itemset count, agreement, and each peer's 
 dedupd's. Datasets (made on demand): the Debian Depends baskets (``scripts/debian_baskets.py``),
 T10I4D100K and T10I4D1M (``scripts/gen_quest.py``).
 
+Rules, as whole commands (``--commands``, on by default): ``dedupd mine --input FILE --format json``
+(its output to a file) against a pyfim command (``python -c``: read the file with ``str.split``,
+``fim.fpgrowth`` for the itemsets and again with ``target="r", mode="o"`` for the rules with
+one-item consequents, ``mode="o"`` counting a rule's support as that of body and head together, as
+dedupd does), each started as a process, alternating, ``--runs`` times; the best and the median
+wall times are printed with the ratio. Before timing, one untimed run of each writes its itemsets
+and rules, and the two are compared: same itemsets with the same counts, same rules with the same
+counts and confidences. ``--baseline DIR`` times another dedupd checkout's ``python -m dedupd mine``
+in the same rotation (an older commit, to check that nothing got slower).
+
     python scripts/bench_mining.py                     # everything
+    python scripts/bench_mining.py --datasets debian --no-itemsets --runs 7
+    python scripts/bench_mining.py --no-itemsets --baseline /tmp/dedupd-26d575c
     python scripts/bench_mining.py --datasets debian --repeat 5
     python scripts/bench_mining.py --skip mlxtend-apriori --timeout 600
 """
@@ -30,9 +42,12 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import resource
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -163,6 +178,119 @@ def child(tool: str, path: str, support: float, repeat: int) -> None:
     _emit(tool, len(lists), min_count, t_read, min(times), result)
 
 
+# ----------------------------------------------------------------------------- whole commands (rules)
+PYFIM_COMMAND = """
+import json, math, sys
+import fim
+path, support, confidence = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+with open(path) as f:
+    lists = [line.split() for line in f if line.strip()]
+n = len(lists)
+min_count = max(1, math.ceil(support * n - 1e-9)) if support < 1 else int(support)
+itemsets = fim.fpgrowth(lists, target="s", supp=-min_count, zmin=1, report="a")
+rules = fim.fpgrowth(lists, target="r", supp=-min_count, conf=confidence * 100, zmin=2, mode="o", report="ac")
+print(len(itemsets), len(rules))
+if len(sys.argv) > 4:
+    with open(sys.argv[4], "w") as out:
+        json.dump({"itemsets": itemsets, "rules": rules}, out)
+"""
+
+
+def _dedupd_cmd(
+    checkout: Path | None, path: Path, support: float, confidence: float
+) -> tuple[list[str], Path]:
+    """``dedupd mine`` of this checkout (the console script) or of another one (``python -m dedupd``)."""
+    args = ["mine", "--input", str(path), "--support", str(support), "--confidence", str(confidence)]
+    args += ["--format", "json", "-q"]
+    if checkout is None:
+        return [str(Path(sys.executable).with_name("dedupd")), *args], ROOT
+    return [sys.executable, "-m", "dedupd", *args], checkout
+
+
+def _timed(cmd: list[str], cwd: Path, out: Path, timeout: float) -> float:
+    """Wall time of one run of ``cmd`` (a new process), its stdout written to ``out``."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    with out.open("w") as f:
+        t0 = time.perf_counter()
+        subprocess.run(cmd, cwd=cwd, stdout=f, check=True, timeout=timeout, env=env)
+        return time.perf_counter() - t0
+
+
+def _dedupd_answer(
+    out: Path,
+) -> tuple[dict[frozenset[str], int], dict[tuple[frozenset[str], str], tuple[int, float]]]:
+    doc = json.loads(out.read_text())
+    itemsets = {frozenset(x["items"]): x["count"] for x in doc["itemsets"]}
+    rules = {
+        (frozenset(r["antecedent"]), r["consequent"][0]): (r["count"], r["confidence"]) for r in doc["rules"]
+    }
+    return itemsets, rules
+
+
+def _pyfim_answer(
+    out: Path,
+) -> tuple[dict[frozenset[str], int], dict[tuple[frozenset[str], str], tuple[int, float]]]:
+    doc = json.loads(out.read_text())
+    itemsets = {frozenset(s): c for s, c in doc["itemsets"]}
+    rules = {(frozenset(body), head): (c, conf) for head, body, c, conf in doc["rules"]}
+    return itemsets, rules
+
+
+def _agree(mine: Path, peer: Path) -> str:
+    """``yes`` when dedupd's and pyfim's itemsets, rules, counts and confidences agree, else what differs."""
+    (items_a, rules_a), (items_b, rules_b) = _dedupd_answer(mine), _pyfim_answer(peer)
+    if items_a != items_b:
+        return f"NO: itemsets differ ({len(items_a)} vs {len(items_b)})"
+    if rules_a.keys() != rules_b.keys():
+        return f"NO: rules differ ({len(rules_a)} vs {len(rules_b)})"
+    bad = [k for k, (c, conf) in rules_a.items() if c != rules_b[k][0] or abs(conf - rules_b[k][1]) > 1e-9]
+    return f"NO: {len(bad)} rules differ in count or confidence" if bad else "yes"
+
+
+def bench_commands(
+    name: str, path: Path, support: float, confidence: float, runs: int, baseline: Path | None, timeout: float
+) -> dict[str, object]:
+    """Whole commands, alternating: dedupd mine (and a baseline checkout's) vs pyfim itemsets + rules."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out, peer_out = Path(tmp) / "dedupd.json", Path(tmp) / "pyfim.json"
+        pyfim = [sys.executable, "-c", PYFIM_COMMAND, str(path), str(support), str(confidence)]
+        commands = {"dedupd mine": _dedupd_cmd(None, path, support, confidence), "pyfim": (pyfim, ROOT)}
+        if baseline is not None:
+            commands["baseline dedupd mine"] = _dedupd_cmd(baseline, path, support, confidence)
+        _timed(commands["dedupd mine"][0], ROOT, out, timeout)
+        _timed([*pyfim, str(peer_out)], ROOT, Path(tmp) / "counts", timeout)
+        agrees = _agree(out, peer_out)
+        itemsets, rules = _dedupd_answer(out)
+        times: dict[str, list[float]] = {k: [] for k in commands}
+        for _ in range(runs):
+            for label, (cmd, cwd) in commands.items():
+                times[label].append(_timed(cmd, cwd, Path(tmp) / "out", timeout))
+    row = {"itemsets": len(itemsets), "rules": len(rules), "agrees": agrees, "times": times}
+    report_commands(name, support, confidence, row)
+    return row
+
+
+def report_commands(name: str, support: float, confidence: float, row: dict[str, object]) -> None:
+    times: dict[str, list[float]] = row["times"]  # type: ignore[assignment]
+    print(
+        f"\n{name}: whole commands, support {support}, confidence {confidence}: {row['itemsets']} itemsets, "
+        f"{row['rules']} rules (one-item consequents); dedupd and pyfim agree: {row['agrees']}"
+    )
+    print(f"{'command':<22}{'best s':>8}{'median s':>10}   runs (s)")
+    for label, ts in times.items():
+        print(
+            f"{label:<22}{min(ts):>8.3f}{statistics.median(ts):>10.3f}   {' '.join(f'{t:.2f}' for t in ts)}"
+        )
+    best = {k: min(v) for k, v in times.items()}
+    print(
+        f"dedupd mine / pyfim: {best['dedupd mine'] / best['pyfim']:.2f}x (best of each; below 2 meets issue 16)"
+    )
+    if "baseline dedupd mine" in best:
+        print(
+            f"baseline / dedupd mine: {best['baseline dedupd mine'] / best['dedupd mine']:.2f}x (above 1: faster now)"
+        )
+
+
 # ----------------------------------------------------------------------------- parent side
 def run_one(tool: str, path: Path, support: float, repeat: int, timeout: float) -> dict[str, object]:
     cmd = [sys.executable, __file__, "--child", tool, str(path), str(support), str(repeat)]
@@ -188,6 +316,18 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="timed repetitions per run (the best is kept)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds before a run is abandoned")
     ap.add_argument("--json", default=None, help="also write all results to this file")
+    ap.add_argument(
+        "--itemsets", action=argparse.BooleanOptionalAction, default=True, help="the itemset table"
+    )
+    ap.add_argument(
+        "--commands",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="rules as whole commands vs pyfim",
+    )
+    ap.add_argument("--confidence", type=float, default=0.5, help="minimum confidence of the rules")
+    ap.add_argument("--runs", type=int, default=5, help="alternating runs of each whole command")
+    ap.add_argument("--baseline", type=Path, default=None, help="another dedupd checkout to time too")
     args = ap.parse_args()
     tools = [t for t in args.tools if t not in args.skip]
     if REFERENCE not in tools:
@@ -199,12 +339,17 @@ def main() -> None:
         if not path.exists():
             print(f"making {path.name}: {' '.join(make[1:])}", file=sys.stderr)
             subprocess.run(make, cwd=ROOT, check=True, stdout=sys.stderr)
-        rows = []
-        for tool in tools:
-            print(f"  {name}: {tool} ...", file=sys.stderr, flush=True)
-            rows.append(run_one(tool, path, support, args.repeat, args.timeout))
-        everything[name] = rows
-        report(name, support, rows)
+        if args.itemsets:
+            rows = []
+            for tool in tools:
+                print(f"  {name}: {tool} ...", file=sys.stderr, flush=True)
+                rows.append(run_one(tool, path, support, args.repeat, args.timeout))
+            everything[name] = rows
+            report(name, support, rows)
+        if args.commands:
+            print(f"  {name}: whole commands ...", file=sys.stderr, flush=True)
+            row = bench_commands(name, path, support, args.confidence, args.runs, args.baseline, args.timeout)
+            everything[f"{name} commands"] = [row]
     if args.json:
         Path(args.json).write_text(json.dumps(everything, indent=1))
 

@@ -57,6 +57,30 @@ PairMethod = Literal["auto", "triangular", "triples"]
 Layout = Literal["auto", "horizontal", "vertical"]
 
 
+class CandidateLimitError(ConfigError):
+    """More candidate itemsets than the caller allowed: counting them would take minutes or hours.
+
+    Attributes:
+        counted: candidates of size >= 2 up to and including the pass that was refused.
+        size: the itemset size of that pass.
+    """
+
+    def __init__(self, counted: int, size: int, limit: int) -> None:
+        super().__init__(
+            f"more than {limit:,} candidate itemsets ({counted:,} up to size {size}): use --max-size or a "
+            "higher --support"
+        )
+        self.counted = counted
+        self.size = size
+        self.limit = limit
+
+
+def check_candidates(counted: int, size: int, limit: int | None) -> None:
+    """Raise :class:`CandidateLimitError` when ``counted`` candidates exceed ``limit`` (None: no limit)."""
+    if limit is not None and counted > limit:
+        raise CandidateLimitError(counted, size, limit)
+
+
 @dataclass(slots=True)
 class Frequent:
     """The baskets restricted to frequent items, renumbered ``0..m-1`` in the original id order.
@@ -215,8 +239,12 @@ def higher_levels(
     first_pass: int,
     progress: Progress | None,
     layout: Layout = "auto",
+    max_candidates: int | None = None,
 ) -> tuple[list[tuple[I32, I64]], list[PassReport]]:
     """Passes for k >= 3 (A-Priori, also after PCY's pair passes). Levels are in prep's ids.
+
+    ``max_candidates`` bounds the candidates of size >= 2 counted in all (the pairs included):
+    :class:`CandidateLimitError` before a pass that would go over.
 
     Each pass counts C_k either horizontally (extending the occurrences of L_{k-1} in the
     baskets) or vertically (ANDing bitmaps, :mod:`dedupd.mining.bitmaps`), whichever touches less
@@ -236,12 +264,15 @@ def higher_levels(
     prev_bm: U64 | None = None  # vertical state: bitmaps of L_{k-1}
     k = 3
     number = first_pass
+    counted = prep.m * (prep.m - 1) // 2
     while max_size is None or k <= max_size:
         prev, prev_counts = levels[-1]
         t0 = time.perf_counter()
         cand = apriori_gen(prev)
         if cand.n == 0:
             break
+        counted += cand.n
+        check_candidates(counted, k, max_candidates)
         last = max_size is not None and k == max_size
         if prev_bm is None and layout != "horizontal" and bm_fits(prev.shape[0] + m + cand.n, n_rows):
             live = np.zeros(prev.shape[0], dtype=bool)
@@ -326,6 +357,7 @@ def apriori(
     progress: Progress | None = None,
     pairs: PairMethod = "auto",
     layout: Layout = "auto",
+    max_candidates: int | None = None,
 ) -> MiningResult:
     """All frequent itemsets by A-Priori.
 
@@ -337,9 +369,13 @@ def apriori(
         pairs: pair counting: ``auto`` (one-third rule), ``triangular`` or ``triples``.
         layout: passes k >= 3 read the baskets ``horizontal``-ly or as ``vertical`` bitmaps
             (``auto``: whichever is estimated cheaper).
+        max_candidates: the most candidate itemsets of size >= 2 to count (None: no limit).
 
     Returns:
         The frequent itemsets, with one report per pass.
+
+    Raises:
+        CandidateLimitError: before a pass that would count more than ``max_candidates`` in all.
     """
     if max_size is not None and max_size < 1:
         raise ConfigError(f"max size must be at least 1; got {max_size}")
@@ -349,11 +385,14 @@ def apriori(
         progress(rep1)
     levels: list[tuple[I32, I64]] = []
     if prep.m >= 2 and (max_size is None or max_size >= 2):
+        check_candidates(prep.m * (prep.m - 1) // 2, 2, max_candidates)
         sets, counts, rep2 = pass_pairs(prep, min_count, pairs, 2)
         reports.append(rep2)
         if progress:
             progress(rep2)
-        levels, more = higher_levels(prep, sets, counts, min_count, max_size, 3, progress, layout)
+        levels, more = higher_levels(
+            prep, sets, counts, min_count, max_size, 3, progress, layout, max_candidates
+        )
         reports.extend(more)
     return MiningResult(
         baskets.vocab, baskets.n_baskets, min_count, to_original(prep, levels), "apriori", reports

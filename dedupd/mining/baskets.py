@@ -241,6 +241,8 @@ def load_baskets(path: str | Path) -> Baskets:
 
 
 READ_BYTES = 1 << 24  # bytes of a whitespace-separated file tokenised at a time
+_SPACE = np.zeros(256, dtype=bool)  # the bytes bytes.split() splits on
+_SPACE[[9, 10, 11, 12, 13, 32]] = True
 
 
 def _load_plain(path: Path) -> Baskets:
@@ -261,9 +263,9 @@ def _load_plain(path: Path) -> Baskets:
             if data:
                 tokens = data.split()
                 arr = np.frombuffer(data, dtype=np.uint8)
-                space = (arr == 32) | (arr == 9) | (arr == 10) | (arr == 13) | (arr == 11) | (arr == 12)
+                space = _SPACE[arr]
                 starts = np.flatnonzero(~space & np.concatenate(([True], space[:-1])))
-                line = np.cumsum(arr == 10)[starts]
+                line = np.searchsorted(np.flatnonzero(arr == 10), starts)  # newlines before each token
                 per_line = np.bincount(line, minlength=int(line[-1]) + 1 if line.size else 0)
                 lens.append(per_line[per_line > 0].astype(np.int64))
                 for tok in dict.fromkeys(tokens):

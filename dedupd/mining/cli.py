@@ -14,11 +14,11 @@ from dedupd.errors import ConfigError, DedupdError
 from dedupd.mining.apriori import apriori
 from dedupd.mining.baskets import Baskets, load_baskets
 from dedupd.mining.memory import mine_within, parse_bytes
-from dedupd.mining.output import params, payload, render_csv, render_json, render_table
+from dedupd.mining.output import json_chunks, params, payload, render_csv, render_table
 from dedupd.mining.pcy import DEFAULT_BUCKETS, multihash, multistage, pcy
 from dedupd.mining.result import MiningResult, PassReport
-from dedupd.mining.rules import Rule, SortKey, generate_rules
-from dedupd.mining.sampling import random_sampling
+from dedupd.mining.rules import RuleTable, SortKey, rule_table
+from dedupd.mining.sampling import MAX_CANDIDATES, random_sampling
 from dedupd.mining.son import Engine, son
 from dedupd.mining.support import resolve_support
 from dedupd.mining.toivonen import toivonen
@@ -107,6 +107,14 @@ def _positive_support(ctx: click.Context, param: click.Parameter, value: float) 
     help="sample/toivonen: share of the baskets in the sample.",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="sample/toivonen/son: random seed.")
+@click.option(
+    "--max-candidates",
+    type=click.IntRange(min=0),
+    default=MAX_CANDIDATES,
+    show_default=True,
+    help="sample/toivonen: the most candidate itemsets the sample and the pass over all baskets may count "
+    "(at a lowered sample threshold, every subset of a sampled basket can be one); 0: no limit.",
+)
 @click.option("--rules/--no-rules", "want_rules", default=True, show_default=True)
 @click.option("--top-k", type=click.IntRange(min=1), default=None, help="Keep the best k rules.")
 @click.option(
@@ -143,6 +151,13 @@ def _positive_support(ctx: click.Context, param: click.Parameter, value: float) 
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
 @click.option(
+    "--verbose",
+    "-v",
+    is_flag=True,
+    help="Progress with each pass's counting structure (triangular matrix, triples, bitmaps, hash "
+    "buckets), its memory and the reasons for the choice.",
+)
+@click.option(
     "--config",
     "config_file",
     type=click.Path(exists=True, dir_okay=False),
@@ -165,6 +180,7 @@ def mine(
     buckets: int,
     sample_fraction: float,
     seed: int,
+    max_candidates: int,
     want_rules: bool,
     top_k: int | None,
     sort_by: str,
@@ -175,6 +191,7 @@ def mine(
     limit: int,
     store: bool,
     quiet: bool,
+    verbose: bool = False,
     config_file: str | None = None,
     redis_url: str | None = None,
     prefix: str | None = None,
@@ -183,7 +200,7 @@ def mine(
 
     def progress(r: PassReport) -> None:
         if not quiet:
-            click.echo(r.line(), err=True)
+            click.echo(r.line() if verbose else r.plain(), err=True)
 
     try:
         algorithm = _algorithm_of(algorithm, engine, scheduler, memory)
@@ -205,10 +222,11 @@ def mine(
             buckets,
             sample_fraction,
             seed,
+            max_candidates or None,
             progress,
         )
         rules = (
-            generate_rules(
+            rule_table(
                 result,
                 confidence,
                 max_antecedent,
@@ -219,7 +237,7 @@ def mine(
                 cast(SortKey, sort_by),
             )
             if want_rules
-            else []
+            else RuleTable.none(result.vocab)
         )
         _print(result, rules, fmt, limit, quiet)
         if client is not None and keys is not None and store:
@@ -283,6 +301,11 @@ def _read_input(
         got = read_baskets(client, keys)
         baskets = Baskets.from_lists(got.baskets)
         source = f"redis stream {keys.baskets}"
+        if got.clusters:
+            source += (
+                f" ({_plural(got.clustered, 'document')} with links grouped into "
+                f"{_plural(got.clusters, 'duplicate cluster')}, one basket each)"
+            )
         if got.malformed and not quiet:
             click.echo(
                 f"warning: skipped {_plural(got.malformed, 'malformed basket entry', 'malformed basket entries')}",
@@ -305,10 +328,11 @@ def _how_to_get_baskets(client: RedisClient, keys: Keys) -> str:
     if docs == 0:
         return f"{keys.docs} is empty too: push documents and run `dedupd serve`; or mine a file with --input FILE"
     mode = load_settings().baskets
-    if mode == "words":
+    if mode in ("words", "sources", "phrases"):
         return (
             f"{keys.docs} holds {_plural(docs, 'entry', 'entries')}: is `dedupd serve` running, with "
-            "DEDUPD_BASKETS=words? Only documents processed with it make baskets"
+            f"DEDUPD_BASKETS={mode}? Only documents processed with it make baskets"
+            + (" (and only those with a `source`)" if mode == "sources" else "")
         )
     return (
         f"{keys.docs} holds {_plural(docs, 'entry', 'entries')}, but with baskets = {mode!r}"
@@ -324,15 +348,19 @@ def _plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n:,} {one if n == 1 else (many or one + 's')}"
 
 
-def _print(result: MiningResult, rules: list[Rule], fmt: str, limit: int, quiet: bool) -> None:
+def _print(result: MiningResult, rules: RuleTable, fmt: str, limit: int, quiet: bool) -> None:
     """Notes and warnings on stderr, the result on stdout in the format asked for."""
     for note in result.notes:
         if not quiet:
             click.echo(f"note: {note}", err=True)
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
-    if fmt == "json":
-        click.echo(render_json(result, rules))
+    if fmt == "json":  # in pieces, straight to stdout: 128,248 rules make 46 MB of JSON
+        out = sys.stdout
+        for piece in json_chunks(result, rules):
+            out.write(piece)
+        out.write("\n")
+        out.flush()
     elif fmt == "csv":
         click.echo(render_csv(result, rules), nl=False)
     else:
@@ -352,6 +380,7 @@ def _run(
     buckets: int,
     fraction: float,
     seed: int,
+    max_candidates: int | None,
     progress: Any,
 ) -> MiningResult:
     if memory is not None:
@@ -366,9 +395,25 @@ def _run(
     if algorithm == "multihash":
         return multihash(baskets, min_count, max_size, progress, buckets=buckets)
     if algorithm == "sample":
-        return random_sampling(baskets, min_count, max_size, progress, fraction=fraction, seed=seed)
+        return random_sampling(
+            baskets,
+            min_count,
+            max_size,
+            progress,
+            fraction=fraction,
+            seed=seed,
+            max_candidates=max_candidates,
+        )
     if algorithm == "toivonen":
-        return toivonen(baskets, min_count, max_size, progress, fraction=fraction, seed=seed)
+        return toivonen(
+            baskets,
+            min_count,
+            max_size,
+            progress,
+            fraction=fraction,
+            seed=seed,
+            max_candidates=max_candidates,
+        )
     return son(
         baskets,
         min_count,

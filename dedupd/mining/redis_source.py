@@ -3,7 +3,12 @@
 The daemon appends one entry per processed document to the stream ``Keys.baskets`` with fields
 ``id`` (the document id) and ``items`` (a JSON array of strings). A document processed again
 (re-upserted) appends a new entry: the latest entry of each id replaces the earlier ones. A
-document whose latest basket is empty contributes no basket. The stream is read with XRANGE in
+document whose latest basket is empty contributes no basket.
+
+Entries that also carry ``links`` (``baskets = "sources"``: a JSON array of the ids the document
+duplicates) are grouped into duplicate clusters (:mod:`dedupd.mining.clusters`), always: one basket
+per cluster, the sources of its documents, instead of one per document (which would hold a single
+source and say nothing). Entries without ``links`` stay one basket per document. The stream is read with XRANGE in
 pages, so memory stays bounded by the baskets themselves. Results go to ``Keys.mined`` as one JSON
 string (SET), the shape of ``dedupd mine --format json`` plus a ``params`` object.
 """
@@ -11,10 +16,12 @@ string (SET), the shape of ``dedupd mine --format json`` plus a ``params`` objec
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from dedupd.keys import Keys
+from dedupd.mining.clusters import cluster_baskets
 
 if TYPE_CHECKING:
     from dedupd.connection import RedisClient
@@ -26,11 +33,14 @@ _Entries = list[tuple[bytes, dict[bytes, bytes]]]
 
 @dataclass(frozen=True, slots=True)
 class StreamBaskets:
-    """What was read: the baskets (latest per document) and how many entries were skipped."""
+    """What was read: the baskets (latest per document, or per duplicate cluster), how many entries
+    were read and skipped, and how many documents were grouped into how many clusters."""
 
     baskets: list[list[str]]
     entries: int
     malformed: int
+    clustered: int = 0
+    clusters: int = 0
 
 
 def read_baskets(client: RedisClient, keys: Keys, page: int = PAGE) -> StreamBaskets:
@@ -42,30 +52,40 @@ def read_baskets(client: RedisClient, keys: Keys, page: int = PAGE) -> StreamBas
         page: entries per XRANGE call.
 
     Returns:
-        The baskets in the order their latest entries were written; malformed entries (no id, or
-        items that are not a JSON array of strings) are counted and skipped.
+        The baskets in the order their latest entries were written (clusters: in the order of their
+        first document); malformed entries (no id, or items or links that are not a JSON array of
+        strings) are counted and skipped.
     """
-    latest: dict[bytes, list[str]] = {}
-    start = "-"
+    latest: dict[str, tuple[list[str], list[str] | None]] = {}
     entries = malformed = 0
+    for fields in _entries(client, keys, page):
+        entries += 1
+        doc = fields.get(b"id")
+        items = _parse_items(fields.get(b"items"))
+        links = _parse_items(fields.get(b"links"))
+        if doc is None or items is None or (b"links" in fields and links is None):
+            malformed += 1
+            continue
+        key = doc.decode("utf-8", "replace")
+        latest.pop(key, None)  # keep insertion order of the latest entry
+        latest[key] = (items, links)
+    linked = {d: (items, links) for d, (items, links) in latest.items() if links is not None}
+    clusters = cluster_baskets(linked)
+    alone = [items for items, links in latest.values() if links is None and items]
+    return StreamBaskets(alone + clusters, entries, malformed, len(linked), len(clusters))
+
+
+def _entries(client: RedisClient, keys: Keys, page: int) -> Iterator[dict[bytes, bytes]]:
+    """The fields of every entry of the baskets stream, oldest first, read ``page`` at a time."""
+    start = "-"
     while True:
         batch = cast(_Entries, client.xrange(keys.baskets, min=start, max="+", count=page))
-        if not batch:
-            break
         for _, fields in batch:
-            entries += 1
-            doc = fields.get(b"id")
-            items = _parse_items(fields.get(b"items"))
-            if doc is None or items is None:
-                malformed += 1
-                continue
-            latest.pop(doc, None)  # keep insertion order of the latest entry
-            latest[doc] = items
+            yield fields
+        if len(batch) < page:
+            return
         last = batch[-1][0]
         start = "(" + (last.decode() if isinstance(last, bytes) else str(last))
-        if len(batch) < page:
-            break
-    return StreamBaskets([b for b in latest.values() if b], entries, malformed)
 
 
 def _parse_items(raw: bytes | None) -> list[str] | None:

@@ -36,8 +36,15 @@ class PassReport:
     seconds: float
     detail: str = ""
 
+    def plain(self) -> str:
+        """One line in plain words for progress on stderr: what was counted and what came out."""
+        return (
+            f"pass {self.number}: {self.what}: {self.frequent:,} frequent of {self.candidates:,} counted "
+            f"({self.seconds:.2f}s)"
+        )
+
     def line(self) -> str:
-        """One human-readable line for progress on stderr."""
+        """The whole report on one line (``--verbose``): the counting structure, its memory, details."""
         extra = f"; {self.detail}" if self.detail else ""
         return (
             f"pass {self.number}: {self.what}: {self.candidates} counted, {self.frequent} frequent, "
@@ -113,3 +120,13 @@ class MiningResult:
 
     def max_size(self) -> int:
         return len(self.levels)
+
+    def name_ranks(self) -> npt.NDArray[np.int32]:
+        """Item id -> position of its name, in sorted order, among the items of the itemsets (-1: none)."""
+        present = np.zeros(len(self.vocab), dtype=bool)
+        for sets, _ in self.levels:
+            present[sets.ravel()] = True
+        used = np.flatnonzero(present).tolist()
+        rank = np.full(len(self.vocab), -1, dtype=np.int32)
+        rank[sorted(used, key=self.vocab.__getitem__)] = np.arange(len(used), dtype=np.int32)
+        return rank

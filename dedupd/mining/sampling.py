@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dedupd.errors import ConfigError
-from dedupd.mining.apriori import apriori
+from dedupd.mining.apriori import CandidateLimitError, apriori, check_candidates
 from dedupd.mining.baskets import Baskets
 from dedupd.mining.candidates import negative_border
 from dedupd.mining.counting import find_rows
@@ -35,6 +35,9 @@ from dedupd.mining.result import MiningResult, PassReport, Progress
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
+
+
+MAX_CANDIDATES = 2_000_000  # candidate itemsets a sample and its verifying pass may count (--max-candidates)
 
 
 def sample_threshold(min_count: int, sample_size: int, n: int, lower: float) -> int:
@@ -52,16 +55,50 @@ def draw_sample(baskets: Baskets, fraction: float, rng: np.random.Generator) -> 
     return baskets.take(rows)
 
 
+def mine_sample(
+    sample: Baskets, threshold: int, min_count: int, max_size: int | None, max_candidates: int | None
+) -> MiningResult:
+    """A-Priori on the sample at its lowered threshold, with the candidates bounded.
+
+    Raises:
+        ConfigError: one line saying how many candidates the sample would need, and what to change.
+    """
+    try:
+        return apriori(sample, threshold, max_size, max_candidates=max_candidates)
+    except CandidateLimitError as exc:
+        raise ConfigError(
+            f"the sample of {sample.n_baskets:,} baskets at its threshold of {threshold} (of {min_count}) has "
+            f"more than {exc.limit:,} candidate itemsets ({exc.counted:,} up to size {exc.size}): use --max-size, "
+            "or a higher --support or --sample-fraction (or raise --max-candidates)"
+        ) from None
+
+
 def verify(
-    baskets: Baskets, sample_levels: list[I32], min_count: int, max_size: int | None
-) -> tuple[list[tuple[I32, I64]], int, int]:
+    baskets: Baskets,
+    sample_levels: list[I32],
+    min_count: int,
+    max_size: int | None,
+    max_candidates: int | None = None,
+) -> tuple[list[tuple[I32, I64]], int, int, int]:
     """Count the sample's frequent itemsets and their negative border on all baskets.
 
     Returns:
-        ``(levels of the truly frequent itemsets, false positives dropped, frequent border itemsets)``;
-        the last is 0 exactly when no frequent itemset can have been missed.
+        ``(levels of the truly frequent itemsets, false positives dropped, frequent border itemsets,
+        itemsets counted)``; the third is 0 exactly when no frequent itemset can have been missed.
+
+    Raises:
+        ConfigError: when more than ``max_candidates`` itemsets would be counted.
     """
     border = negative_border(sample_levels, baskets.n_items, max_size)
+    counted = sum(s.shape[0] for s in sample_levels) + sum(b.shape[0] for b in border)
+    try:
+        check_candidates(counted, len(border), max_candidates)
+    except CandidateLimitError as exc:
+        raise ConfigError(
+            f"the sample's itemsets and their negative border are {counted:,} itemsets to count, more "
+            f"than {exc.limit:,}: use --max-size, or a higher --support or --sample-fraction (or raise "
+            "--max-candidates)"
+        ) from None
     family = union_levels([sample_levels, border])
     counts = count_family(baskets, family)
     levels: list[tuple[I32, I64]] = []
@@ -77,7 +114,7 @@ def verify(
         border_hits += int((~in_sample & frequent).sum())
     while levels and levels[-1][0].shape[0] == 0:
         levels.pop()
-    return levels, dropped, border_hits
+    return levels, dropped, border_hits, counted
 
 
 def random_sampling(
@@ -89,6 +126,7 @@ def random_sampling(
     seed: int = 0,
     lower: float = 1.0,
     verify_pass: bool = True,
+    max_candidates: int | None = MAX_CANDIDATES,
 ) -> MiningResult:
     """Frequent itemsets from a random sample (may miss some; the result says so).
 
@@ -97,17 +135,21 @@ def random_sampling(
         seed: random seed of the sample.
         lower: multiply the scaled threshold by this (< 1 misses less, counts more).
         verify_pass: count the sample's itemsets and their negative border on all baskets.
+        max_candidates: the most candidate itemsets the sample, and then the verifying pass, may count.
+
+    Raises:
+        ConfigError: beyond ``max_candidates``, in one line that says what to change.
     """
     reports: list[PassReport] = []
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
     sample = draw_sample(baskets, fraction, rng)
     thr = sample_threshold(min_count, sample.n_baskets, baskets.n_baskets, lower)
-    found = apriori(sample, thr, max_size)
+    found = mine_sample(sample, thr, min_count, max_size, max_candidates)
     sample_levels = [s for s, _ in found.levels]
     rep = PassReport(
         1,
-        f"sample of {sample.n_baskets} baskets",
+        f"sample of {sample.n_baskets:,} baskets at threshold {thr}",
         "A-Priori in memory",
         max((p.nbytes for p in found.passes), default=0) + sample.nbytes(),
         found.n_itemsets,
@@ -129,14 +171,16 @@ def random_sampling(
         )
         return result
     t0 = time.perf_counter()
-    levels, dropped, border_hits = verify(baskets, sample_levels, min_count, max_size)
+    levels, dropped, border_hits, counted = verify(
+        baskets, sample_levels, min_count, max_size, max_candidates
+    )
     result.levels = levels
     rep = PassReport(
         2,
         "verify on all baskets",
         "candidate counts",
         0,
-        sum(s.shape[0] for s in sample_levels),
+        counted,
         result.n_itemsets,
         time.perf_counter() - t0,
         f"{dropped} false positives dropped, {border_hits} negative-border itemsets frequent",

@@ -22,12 +22,10 @@ candidate, and indeed is not frequent.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from itertools import pairwise
 from typing import Any, Literal
@@ -72,6 +70,9 @@ def local_engine(workers: int) -> Iterator[MapFn]:
     if workers <= 1:
         yield lambda fn, *its: [fn(*args) for args in zip(*its, strict=True)]
         return
+    import multiprocessing  # here: a command that runs no pool does not pay for importing it
+    from concurrent.futures import ProcessPoolExecutor
+
     # fork is fastest and needs no importable __main__, but is unsafe once threads run
     methods = multiprocessing.get_all_start_methods()
     method = (

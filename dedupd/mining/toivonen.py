@@ -30,7 +30,7 @@ from dedupd.errors import ConfigError
 from dedupd.mining.apriori import apriori
 from dedupd.mining.baskets import Baskets
 from dedupd.mining.result import MiningResult, PassReport, Progress
-from dedupd.mining.sampling import draw_sample, sample_threshold, verify
+from dedupd.mining.sampling import MAX_CANDIDATES, draw_sample, mine_sample, sample_threshold, verify
 
 
 def toivonen(
@@ -43,6 +43,7 @@ def toivonen(
     seed: int = 0,
     max_attempts: int = 5,
     growth: float = 1.5,
+    max_candidates: int | None = MAX_CANDIDATES,
 ) -> MiningResult:
     """All frequent itemsets by Toivonen's algorithm (exact; reports the passes and attempts).
 
@@ -52,6 +53,11 @@ def toivonen(
         seed: random seed of the first sample (attempt i uses ``seed + i``).
         max_attempts: samples tried before falling back to A-Priori over all baskets.
         growth: each failed attempt multiplies the sample fraction by this (capped at 1).
+        max_candidates: the most candidate itemsets a sample, and then its full pass, may count: at a
+            lowered threshold of 1 every subset of every sampled basket is frequent in the sample.
+
+    Raises:
+        ConfigError: beyond ``max_candidates``, in one line that says what to change.
     """
     if not 0 < lower <= 1:
         raise ConfigError(f"the lowered-threshold factor must be in (0, 1]; got {lower}")
@@ -71,12 +77,12 @@ def toivonen(
         t0 = time.perf_counter()
         sample = draw_sample(baskets, fraction, rng)
         thr = sample_threshold(min_count, sample.n_baskets, baskets.n_baskets, lower)
-        found = apriori(sample, thr, max_size)
+        found = mine_sample(sample, thr, min_count, max_size, max_candidates)
         sample_levels = [s for s, _ in found.levels]
         emit(
             PassReport(
                 number,
-                f"attempt {attempt + 1}: sample of {sample.n_baskets} baskets",
+                f"attempt {attempt + 1}: sample of {sample.n_baskets:,} baskets at threshold {thr}",
                 "A-Priori in memory",
                 max((p.nbytes for p in found.passes), default=0) + sample.nbytes(),
                 found.n_itemsets,
@@ -86,14 +92,16 @@ def toivonen(
             )
         )
         t0 = time.perf_counter()
-        levels, dropped, border_hits = verify(baskets, sample_levels, min_count, max_size)
+        levels, dropped, border_hits, counted = verify(
+            baskets, sample_levels, min_count, max_size, max_candidates
+        )
         emit(
             PassReport(
                 number + 1,
                 f"attempt {attempt + 1}: full pass",
                 "candidate counts (sample + border)",
                 0,
-                found.n_itemsets,
+                counted,
                 sum(s.shape[0] for s, _ in levels),
                 time.perf_counter() - t0,
                 f"{dropped} false positives dropped, {border_hits} negative-border itemsets frequent",

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from mining_oracle import SEED_BASKETS, basket_lists, brute_force, random_baskets
 
 from dedupd.errors import ConfigError
-from dedupd.mining.apriori import apriori, tri_cells_to_pairs
+from dedupd.mining.apriori import CandidateLimitError, apriori, tri_cells_to_pairs
 from dedupd.mining.baskets import Baskets
 
 
@@ -69,3 +69,15 @@ def test_edge_cases() -> None:
     assert apriori(b, 1).counts_by_names() == {frozenset({"a"}): 1, frozenset({"b"}): 1}
     with pytest.raises(ConfigError, match="max size"):
         apriori(b, 1, max_size=0)
+
+
+def test_candidate_limit_refuses_before_the_pass() -> None:
+    """max_candidates: CandidateLimitError (a ConfigError naming --max-size) before the pass that would
+    go over; None (the default) means no limit."""
+    b = Baskets.from_lists(SEED_BASKETS)
+    with pytest.raises(CandidateLimitError, match="--max-size") as exc:
+        apriori(b, 1, max_candidates=12)  # 10 pairs, then 10 triples would make 20
+    assert exc.value.size == 3 and exc.value.counted == 20
+    with pytest.raises(CandidateLimitError):
+        apriori(b, 1, max_candidates=9)  # the 10 pairs already
+    assert apriori(b, 1, max_candidates=10_000).counts_by_names() == apriori(b, 1).counts_by_names()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,29 @@ def test_bad_file(tmp_path: Path) -> None:
     p.write_text('{"items": [1, 2]}\n')
     code, _, err = run("--input", str(p))
     assert code == 1 and "bad.jsonl:1" in err
+
+
+def test_progress_in_plain_words_and_structures_with_verbose(seed_file: Path) -> None:
+    """Progress says what was counted and found; the counting structures (the one-third rule's
+    triangular matrix or triples) and their memory only with --verbose."""
+    _, _, plain = run("--input", str(seed_file), "--support", "2", "--format", "json")
+    assert "pass 2: pairs: 7 frequent of 10 counted" in plain
+    assert "triangular" not in plain and "triples" not in plain and "KiB" not in plain
+    _, _, verbose = run("--input", str(seed_file), "--support", "2", "--format", "json", "--verbose")
+    assert "pass 2: pairs: 10 counted, 7 frequent, triangular matrix" in verbose and "1/3" in verbose
+
+
+def test_sampling_candidate_guard_is_one_line(tmp_path: Path) -> None:
+    """Toivonen or sampling on small wide baskets at a low threshold: exit 1 and one line naming
+    --max-size and --support instead of minutes of counting; --max-size then gets an answer."""
+    rng = random.Random(1)
+    p = tmp_path / "wide.txt"
+    p.write_text("".join(" ".join(rng.sample([f"i{i}" for i in range(40)], 14)) + "\n" for _ in range(200)))
+    for algorithm in ("toivonen", "sample"):
+        args = ("--input", str(p), "--support", "0.05", "--algorithm", algorithm, "-q")
+        code, out, err = run(*args, "--max-candidates", "20000")
+        assert code == 1 and out == ""
+        assert err.count("\n") == 1 and "--max-size" in err and "--support" in err and "Traceback" not in err
+        code, out, err = run(*args, "--max-candidates", "20000", "--max-size", "2", "--format", "json")
+        assert code == 0, err
+        assert json.loads(out)["itemsets"]

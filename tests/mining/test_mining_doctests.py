@@ -12,6 +12,7 @@ MODULES = [
     "baskets",
     "bitmaps",
     "candidates",
+    "clusters",
     "counting",
     "family",
     "memory",

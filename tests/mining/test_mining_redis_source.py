@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 import redis
@@ -11,6 +12,7 @@ from mining_oracle import SEED_BASKETS
 
 from dedupd.keys import Keys
 from dedupd.mining.cli import mine
+from dedupd.mining.clusters import cluster_baskets
 from dedupd.mining.redis_source import load_result, read_baskets, store_result
 
 KEYS = Keys("dedupd")
@@ -57,3 +59,56 @@ def test_empty_stream_is_a_clear_error(redis_url: str, monkeypatch: pytest.Monke
     monkeypatch.setenv("DEDUPD_REDIS_URL", redis_url)
     res = CliRunner().invoke(mine, ["--support", "2"])
     assert res.exit_code == 1 and "no baskets" in res.stderr
+
+
+def _push_linked(r: redis.Redis, doc: str, source: str, links: list[str]) -> None:
+    r.xadd(KEYS.baskets, {"id": doc, "items": json.dumps([source]), "links": json.dumps(links)})
+
+
+def test_linked_entries_become_one_basket_per_duplicate_cluster(r: redis.Redis) -> None:
+    """Entries with links (baskets = "sources") are grouped by union-find over id <-> links: a copy
+    of a copy joins the original's cluster, a document that duplicates nothing is a cluster of one,
+    a re-upserted document keeps only its latest links; entries without links stay per document."""
+    _push_linked(r, "s1", "feed-a", [])
+    _push_linked(r, "s2", "feed-b", ["s1"])
+    _push_linked(r, "s3", "feed-d", ["s2"])  # copies the copy
+    _push_linked(r, "s4", "feed-a", [])
+    _push_linked(r, "s5", "feed-c", ["s4", "gone"])  # a link to a document without a basket entry
+    _push_linked(r, "s6", "feed-b", ["s4"])
+    _push_linked(r, "s6", "feed-b", [])  # re-upserted, no longer a duplicate
+    _push(r, "x1", ["bread", "milk"])
+    r.xadd(KEYS.baskets, {"id": "bad", "items": '["feed-a"]', "links": "{not json"})
+    got = read_baskets(r, KEYS, page=3)
+    assert got.baskets == [
+        ["bread", "milk"],
+        ["feed-a", "feed-b", "feed-d"],
+        ["feed-a", "feed-c"],
+        ["feed-b"],
+    ]
+    assert (got.clustered, got.clusters, got.malformed, got.entries) == (6, 3, 1, 9)
+
+
+def test_cluster_baskets_against_a_brute_force_closure() -> None:
+    """Union-find clusters equal the connected components found by repeated merging, on random links."""
+    rng = random.Random(5)
+    docs = {
+        f"d{i}": (
+            [f"s{rng.randrange(6)}"],
+            [f"d{rng.randrange(i)}" for _ in range(rng.randrange(3))] if i else [],
+        )
+        for i in range(300)
+    }
+    groups = [{d} | set(links) for d, (_, links) in docs.items()]
+    merged = True
+    while merged:
+        merged = False
+        for i in range(len(groups)):
+            for j in range(i + 1, len(groups)):
+                if groups[i] & groups[j]:
+                    groups[i] |= groups.pop(j)
+                    merged = True
+                    break
+            if merged:
+                break
+    expected = sorted(sorted({docs[d][0][0] for d in g}) for g in groups)
+    assert sorted(cluster_baskets(docs)) == expected

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
 from mining_oracle import brute_force, random_baskets
 
+from dedupd.errors import ConfigError
+from dedupd.mining.apriori import apriori
 from dedupd.mining.baskets import Baskets
-from dedupd.mining.sampling import random_sampling, sample_threshold
+from dedupd.mining.sampling import random_sampling, sample_threshold, verify
 
 
 def test_threshold_scales_with_the_sample() -> None:
@@ -38,3 +42,21 @@ def test_unverified_sampling_always_warns() -> None:
     r = random_sampling(Baskets.from_lists(lists), 20, fraction=0.5, verify_pass=False)
     assert not r.complete
     assert "estimates" in r.warnings[0] and "missing" in r.warnings[0]
+
+
+def test_candidates_are_bounded() -> None:
+    """The sample and the verifying pass each refuse more than max_candidates, in one line that names
+    --max-size and --support; a wide limit changes nothing."""
+    lists = random_baskets(7, 400, 12, 8)
+    b = Baskets.from_lists(lists)
+    with pytest.raises(
+        ConfigError, match=r"sample of 40 baskets .*more than 50 candidate.*--max-size.*--support"
+    ):
+        random_sampling(b, 30, fraction=0.1, max_candidates=50)
+    sample = [s for s, _ in apriori(b.take(np.arange(40, dtype=np.int64)), 3).levels]
+    with pytest.raises(ConfigError, match=r"negative border are \d[\d,]* itemsets to count, more than 10:"):
+        verify(b, sample, 30, None, max_candidates=10)
+    assert (
+        random_sampling(b, 30, fraction=0.1).counts_by_names()
+        == random_sampling(b, 30, fraction=0.1, max_candidates=None).counts_by_names()
+    )
