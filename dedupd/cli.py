@@ -221,7 +221,8 @@ def cli() -> None:
 
     Settings come from flags, DEDUPD_* variables, a TOML file (--config or DEDUPD_CONFIG, else
     ./dedupd.toml, else /etc/dedupd/dedupd.toml), then defaults. With no DEDUPD_REDIS_URL, an embedded
-    Redis is started with its data in DEDUPD_DATA_DIR.
+    Redis is started with its data in DEDUPD_DATA_DIR, shared by every dedupd command until the last one
+    exits; its socket is DEDUPD_DATA_DIR/redis.sock (redis-cli -s ...).
 
     Errors are one line on stderr: exit status 2 for usage and configuration errors (Redis unreachable
     included), 1 for failures while working, 130 when interrupted. Output cut short by its reader

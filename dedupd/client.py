@@ -55,7 +55,7 @@ class Client:
 
         Args:
             url: ``redis://``, ``rediss://`` or ``unix://`` URL; None for the embedded Redis of
-                ``dedupd serve`` (started if none runs).
+                ``dedupd serve`` (started if none runs; this process keeps it running until it exits).
             prefix: the key prefix of the index.
             settings: any other setting by name (``DEDUPD_*`` variables and the TOML file apply too).
 

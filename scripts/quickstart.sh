@@ -16,7 +16,7 @@ DEDUPD=.venv/bin/dedupd
 
 export DEDUPD_DATA_DIR=${DEDUPD_DATA_DIR:-$(mktemp -d -t dedupd-quickstart.XXXXXX)}
 unset DEDUPD_REDIS_URL
-echo "== embedded Redis data in $DEDUPD_DATA_DIR"
+echo "== embedded Redis data in $DEDUPD_DATA_DIR (each dedupd command prints its socket, for redis-cli -s)"
 
 $DEDUPD serve --log-level WARNING &
 SERVE=$!
