@@ -120,8 +120,8 @@ def evictions(
     roots: npt.NDArray[np.uint64],
     new: npt.NDArray[np.bool_],
     keep: int,
-) -> list[tuple[int, int, int, int]]:
-    """The (band, band hash, stays, leaves) evictions that leave each bucket with the ``keep`` newest
+) -> npt.NDArray[np.uint64]:
+    """The (band, band hash, stays, leaves) evictions (rows) that leave each bucket with the ``keep`` newest
     members (largest integer id) of each cluster.
 
     Members are rows: their band hashes ``bands``, integer ids ``nums``, cluster ``roots``; ``new`` marks
@@ -133,8 +133,8 @@ def evictions(
 
     >>> bands = np.array([[7, 1], [7, 2], [7, 1], [7, 3]], np.uint64)
     >>> evictions(bands, np.array([9, 8, 5, 4], np.uint64), np.array([1, 1, 1, 1], np.uint64),
-    ...           np.array([True, True, False, False]), keep=2)
-    [(0, 7, 8, 4), (0, 7, 9, 5)]
+    ...           np.array([True, True, False, False]), keep=2).tolist()
+    [[0, 7, 8, 4], [0, 7, 9, 5]]
     """
     n, width = bands.shape
     band = np.tile(np.arange(width, dtype=np.uint64), n)
@@ -154,12 +154,4 @@ def evictions(
     gone = gone[np.lexsort((-rank[gone], group[gone]))]  # per bucket and cluster, the oldest first
     oldest_first = (size - 1 - rank)[gone]  # 0 for the oldest member
     stays = first[group[gone]] + np.maximum(keep - 1 - oldest_first, 0)
-    return list(
-        zip(
-            band[gone].tolist(),
-            hashes[gone].tolist(),
-            nums[member[stays]].tolist(),
-            nums[member[gone]].tolist(),
-            strict=True,
-        )
-    )
+    return np.stack([band[gone], hashes[gone], nums[member[stays]], nums[member[gone]]], axis=1)

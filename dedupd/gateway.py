@@ -226,36 +226,32 @@ class Gateway:
                 self.client.delete(*[self.record_key(w.num) for w in done])
         return found
 
-    def evict(self, pipe: ScriptPipeline, items: Sequence[tuple[int, int, int, int]]) -> None:
-        """Queue evictions (band, band hash, the member that stays, the one that leaves): the one leaves that
-        bucket only while the other is in it (lua.EVICT; one call, or one per slot on a Redis Cluster)."""
-        if not items:
+    def evict(self, pipe: ScriptPipeline, items: npt.NDArray[np.uint64]) -> None:
+        """Queue evictions, rows (band, band hash, the member that stays, the one that leaves): the one
+        leaves that bucket, or the other takes its place (lua.EVICT; one call, or one per slot on a Redis
+        Cluster)."""
+        if not items.size:
             return
-        band, hashes, keep, gone = (np.array(col, dtype=np.uint64) for col in zip(*items, strict=True))
+        band, hashes, keep, gone = items[:, 0], items[:, 1], items[:, 2], items[:, 3]
         order = np.lexsort((hashes, band))  # one bucket's evictions together, in their order (stable)
         band, hashes, keep, gone = band[order], hashes[order], keep[order], gone[order]
-        shard = (
-            (hashes >> self._shift).astype(np.int64)
-            if self.spec.shard_bits
-            else np.zeros(len(items), np.int64)
+        shard = hashes >> self._shift if self.spec.shard_bits else np.zeros_like(hashes)
+        pair, inverse = np.unique((band << np.uint64(21)) | shard, return_inverse=True)
+        names = self._names(
+            (pair >> np.uint64(21)).astype(np.int64), (pair & np.uint64((1 << 21) - 1)).astype(np.int64)
         )
-        names = self._names(band.astype(np.int64), shard)
         fields = (hashes & np.uint64(0xFFFFFFFF)).astype("<u4")
-        slot_of = self._keyslot if self.cluster else (lambda _: 0)
-        groups: dict[int, list[int]] = {}
-        for i, name in enumerate(names):
-            groups.setdefault(slot_of(name), []).append(i)
-        for sel in groups.values():
-            used = list(dict.fromkeys(names[i] for i in sel))
-            index = {name: k + 1 for k, name in enumerate(used)}
-            pick = np.array(sel, dtype=np.int64)
+        slots = np.array([self._keyslot(n) for n in names] if self.cluster else [0] * len(names))[inverse]
+        for slot in np.unique(slots).tolist():
+            sel = np.flatnonzero(slots == slot)
+            used, local = np.unique(inverse[sel], return_inverse=True)
             args: list[bytes | str] = [
-                np.array([index[names[i]] for i in sel], dtype="<u4").tobytes(),
-                fields[pick].tobytes(),
-                keep[pick].astype("<u4").tobytes(),
-                gone[pick].astype("<u4").tobytes(),
+                (local + 1).astype("<u4").tobytes(),
+                fields[sel].tobytes(),
+                keep[sel].astype("<u4").tobytes(),
+                gone[sel].astype("<u4").tobytes(),
             ]
-            pipe.script(self._evict, used, args)
+            pipe.script(self._evict, [names[u] for u in used.tolist()], args)
 
     def _check_records(self, calls: list[KeyCall], writes: Sequence[DocWrite]) -> list[bool]:
         pipe = ScriptPipeline(self.client)

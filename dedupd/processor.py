@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dedupd.bounds import BATCH_NEIGHBOURS, KEPT_PER_CLUSTER, alert_matches, batch_predecessors, evictions
 from dedupd.connection import ScriptPipeline
@@ -44,6 +45,7 @@ MAX_PHRASES = 1000  # distinct phrases a document's basket holds at most (its fi
 _MAX_ATTEMPTS = 8
 _NO_BANDS = np.zeros(0, dtype=np.uint64)
 _NO_IDS: Packed = np.zeros(0, dtype=np.uint32)
+_NO_EVICTIONS = np.zeros((0, 4), dtype=np.uint64)
 
 
 _OWN_FIELDS = (b"error", b"detail", b"input", b"truncated")
@@ -446,8 +448,8 @@ class Processor:
         alerting: list[tuple[int, Step]],
         unions: list[tuple[int, list[int]]],
         verified: _Verified,
-    ) -> list[tuple[int, int, int, int]]:
-        """(band, band hash, stays, leaves) of each older member of a cluster that leaves a bucket: per bucket
+    ) -> npt.NDArray[np.uint64]:
+        """(band, band hash, stays, leaves) rows of each older member of a cluster that leaves a bucket: per bucket
         and cluster that a document of this run joined, the members known (the run's alerting documents, and
         the verified candidates read from before it) except the newest KEPT_PER_CLUSTER (bounds.evictions)."""
         final = _merged_roots(alerting, unions)
@@ -464,7 +466,7 @@ class Processor:
             if n not in in_run and root_of.get(n) in final and n in fps and not fps[n].empty
         }
         if not members or not before:
-            return []
+            return _NO_EVICTIONS
         olds = sorted(before)
         rows = self.gateway.fingerprinter.band_hashes([fps[n] for n in olds])
         members += [(n, final[root_of[n]], row) for n, row in zip(olds, rows, strict=True)]

@@ -46,7 +46,9 @@ from dedupd import buckets as buckets_module  # noqa: E402
 from dedupd import lua  # noqa: E402
 
 
-def record_calls(redis_server: str, corpus: Path, workdir: Path) -> list[tuple[list[Any], list[Any]]]:
+def record_calls(
+    redis_server: str, corpus: Path, workdir: Path, batch_size: int = 256
+) -> list[tuple[list[Any], list[Any]]]:
     """Push the corpus and drain it with the daemon's processing, keeping every BUCKETS call."""
     from dedupd.daemon import Daemon
     from dedupd.settings import load_settings
@@ -74,7 +76,9 @@ def record_calls(redis_server: str, corpus: Path, workdir: Path) -> list[tuple[l
         )
         buckets_module.SingleEncoding.calls = spy  # type: ignore[method-assign]
         try:
-            settings = load_settings(redis_url=url, metrics_port=0, consumer="replay", block_ms=50)
+            settings = load_settings(
+                redis_url=url, metrics_port=0, consumer="replay", block_ms=50, batch_size=batch_size
+            )
             daemon = Daemon(settings, client=redis.Redis.from_url(url))
             daemon.processor.warm_up()
             while daemon.iteration() is not None:  # the only consumer: nothing read = all done

@@ -102,7 +102,9 @@ def test_replay_buckets_reproduces_the_recorded_run(tmp_path: Path) -> None:
     corpus = _corpus(tmp_path / "small.jsonl", n=120)
     exe = shutil.which("redis-server")
     assert exe is not None
-    calls = replay_buckets.record_calls(exe, corpus, tmp_path / "record")
+    # one document per call: a call's JOINs read what the buckets held before it (the documents of one batch
+    # see each other through the batch itself, not through the script)
+    calls = replay_buckets.record_calls(exe, corpus, tmp_path / "record", batch_size=1)
     assert sum(args[0].count(b"d") for _, args in calls) == 120  # every document, in order
     got = replay_buckets.replay(exe, calls, replay_buckets.lua.BUCKETS, tmp_path / "replay")
     assert got["docs"] == 120 and got["server_cpu"] > 0 and got["hsetnx"] > 0

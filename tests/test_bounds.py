@@ -90,7 +90,7 @@ def test_evictions_leave_the_newest_of_each_bucket_and_cluster(
     for i, (row, _, _) in enumerate(members):
         for b, h in enumerate(row):
             buckets.setdefault((b, h), set()).add(int(nums[i]))
-    for b, h, stays, gone in got:
+    for b, h, stays, gone in got.tolist():
         assert gone in buckets[(b, h)] and stays in buckets[(b, h)]
         buckets[(b, h)].discard(gone)
     for (b, h), held in buckets.items():

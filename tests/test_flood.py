@@ -156,8 +156,10 @@ def test_eviction_keeps_the_newer_member_in_the_bucket(r: redis.Redis, redis_url
     from dedupd.connection import ScriptPipeline
 
     pipe = ScriptPipeline(gw.client)
-    gw.evict(pipe, [(0, int(h), 2, 1)])  # 2 is in the bucket: 1 leaves
-    gw.evict(pipe, [(0, int(h), 3, 2)])  # 3 is not (a full bucket refused it): it takes 2's place
-    gw.evict(pipe, [(0, int(h), 4, 9)])  # 9 is not there: nothing changes
+    gw.evict(pipe, np.array([[0, h, 2, 1]], dtype=np.uint64))  # 2 is in the bucket: 1 leaves
+    gw.evict(
+        pipe, np.array([[0, h, 3, 2]], dtype=np.uint64)
+    )  # 3 is not (a full bucket refused it): it takes 2's place
+    gw.evict(pipe, np.array([[0, h, 4, 9]], dtype=np.uint64))  # 9 is not there: nothing changes
     assert pipe.execute() == [1, 1, 0]
     assert np.frombuffer(r.hget(name, field), dtype="<u4").tolist() == [3]
