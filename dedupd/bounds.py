@@ -94,24 +94,30 @@ def alert_matches(found: Sequence[Found], roots: Sequence[int], limit: int) -> l
     return out
 
 
-def batch_predecessors(bands: npt.NDArray[np.uint64], depth: int) -> list[tuple[int, int]]:
-    """(row, earlier row) pairs of a batch's band-hash rows (one row per document, in batch order): in each
-    band, the ``depth`` nearest earlier rows with the same hash (a pair once per band it shares). A bucket
-    the batch fills refuses later documents; this way they still see the newest ones before them.
+def batch_predecessors(
+    bands: npt.NDArray[np.uint64], depth: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(row, earlier row) pairs of a batch's band-hash rows (one row per document, in batch order), as two
+    arrays: in each band, the ``depth`` nearest earlier rows with the same hash (a pair once per band it
+    shares). A bucket holds what was there before the batch; this way the batch's documents see the newest
+    ones of the batch before them.
 
-    >>> batch_predecessors(np.array([[1, 5], [1, 6], [1, 5]], np.uint64), 1)
-    [(1, 0), (2, 1), (2, 0)]
+    >>> [a.tolist() for a in batch_predecessors(np.array([[1, 5], [1, 6], [1, 5]], np.uint64), 1)]
+    [[1, 2, 2], [0, 1, 0]]
     """
-    out: list[tuple[int, int]] = []
-    n = bands.shape[0]
+    n, width = bands.shape
+    rows, earlier = [], []
     pos = np.arange(n)
-    for b in range(bands.shape[1]):
+    for b in range(width):
         order = np.lexsort((pos, bands[:, b]))
         sorted_hashes = bands[order, b]
         for d in range(1, min(depth, n - 1) + 1):
             same = np.flatnonzero(sorted_hashes[d:] == sorted_hashes[:-d])
-            out += list(zip(order[same + d].tolist(), order[same].tolist(), strict=True))
-    return out
+            rows.append(order[same + d])
+            earlier.append(order[same])
+    if not rows:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(rows).astype(np.int64), np.concatenate(earlier).astype(np.int64)
 
 
 def evictions(
@@ -120,6 +126,7 @@ def evictions(
     roots: npt.NDArray[np.uint64],
     new: npt.NDArray[np.bool_],
     keep: int,
+    full: int | None = None,
 ) -> npt.NDArray[np.uint64]:
     """The (band, band hash, stays, leaves) evictions (rows) that leave each bucket with the ``keep`` newest
     members (largest integer id) of each cluster.
@@ -129,7 +136,9 @@ def evictions(
     holds it). Per bucket and cluster, the members beyond the ``keep`` newest leave, the oldest first (the
     ones most likely still in the bucket); the oldest to the ``keep``-th newest, the next to the one before,
     and so on, the others to the newest (lua.EVICT: a newer member the bucket refused takes the older one's
-    place, so the kept ones get in even when a full bucket refused them).
+    place, so the kept ones get in even when a full bucket refused them). With ``full`` (bucket_members),
+    the documents of the batch (rows in batch order) beyond the first ``full`` of a bucket are not evicted
+    from it: it refused them.
 
     >>> bands = np.array([[7, 1], [7, 2], [7, 1], [7, 3]], np.uint64)
     >>> evictions(bands, np.array([9, 8, 5, 4], np.uint64), np.array([1, 1, 1, 1], np.uint64),
@@ -151,7 +160,60 @@ def evictions(
     with_new = np.maximum.reduceat(new[member].astype(np.int8), first).astype(bool)[group]
     size = np.diff(np.append(first, order.size))[group]
     gone = np.flatnonzero(with_new & (rank >= keep))
+    if full is not None:
+        gone = gone[~_refused(band, hashes, member, new, full)[gone]]
     gone = gone[np.lexsort((-rank[gone], group[gone]))]  # per bucket and cluster, the oldest first
     oldest_first = (size - 1 - rank)[gone]  # 0 for the oldest member
     stays = first[group[gone]] + np.maximum(keep - 1 - oldest_first, 0)
     return np.stack([band[gone], hashes[gone], nums[member[stays]], nums[member[gone]]], axis=1)
+
+
+def _refused(
+    band: npt.NDArray[np.uint64],
+    hashes: npt.NDArray[np.uint64],
+    member: npt.NDArray[np.int64],
+    new: npt.NDArray[np.bool_],
+    full: int,
+) -> npt.NDArray[np.bool_]:
+    """Per (band, hash, member) entry: a document of the batch beyond the first ``full`` of its bucket."""
+    order = np.lexsort((member, hashes, band, ~new[member]))  # the batch's documents, per bucket, in order
+    b, h = band[order], hashes[order]
+    start = np.ones(order.size, dtype=bool)
+    start[1:] = (b[1:] != b[:-1]) | (h[1:] != h[:-1])
+    first = np.flatnonzero(start)
+    rank = np.arange(order.size) - first[np.cumsum(start) - 1]
+    out = np.zeros(order.size, dtype=bool)
+    out[order] = new[member[order]] & (rank >= full)
+    return out
+
+
+def earlier_clusters(
+    groups: Sequence[tuple[int, Sequence[int]]], root_of: dict[int, int]
+) -> list[tuple[list[int], list[int]]]:
+    """For each (document, its matches best first), in batch order: the cluster root each match had before
+    the document joined it, and the best match of each distinct one (what the union needs: one per root).
+
+    ``root_of`` holds the roots read before the batch (an id absent from it is its own root); the unions
+    of the batch's earlier documents are applied as they come (a union by smaller id, as lua.UNION_ROOTS).
+
+    >>> earlier_clusters([(10, [3, 4]), (11, [10, 5])], {3: 1, 4: 1, 5: 5})
+    [([1, 1], [3]), ([1, 5], [10, 5])]
+    """
+    parent: dict[int, int] = {}
+
+    def find(x: int) -> int:
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    out: list[tuple[list[int], list[int]]] = []
+    for num, matches in groups:
+        roots = [find(root_of.get(m, m)) for m in matches]
+        best: dict[int, int] = {}
+        for m, r in zip(matches, roots, strict=True):
+            best.setdefault(r, m)
+        top = min([find(num), *best])
+        for r in [find(num), *best]:
+            parent[r] = top
+        out.append((roots, list(best.values())))
+    return out

@@ -292,12 +292,12 @@ for i = 1, #ops do
       end
       local field = sub(fields, at4 + 1, at4 + 4)
       if not id then id = sub(ids, at4 + 1, at4 + 4) end  -- one document's ops share its id
-      local bucket = key .. field
       if op ~= LEAVE then
         if call('HSETNX', key, field, id) == 0 then  -- the bucket exists: read it, join it
           local v = call('HGET', key, field)
           local at = find(v, id)
-          local old = before[bucket]
+          local bucket = key .. field
+          local old = before[bucket]  -- (a bucket this call made: its first member is read too)
           if not old then old = #v; before[bucket] = old end
           n_acc = n_acc + 1
           if at then  -- already in it: JOIN reads the others, REJOIN only the ones that joined before it
@@ -313,8 +313,6 @@ for i = 1, #ops do
             acc[n_acc] = table.concat(older)
             if #v < full then call('HSET', key, field, v .. id) end
           end
-        elseif not before[bucket] then
-          before[bucket] = 0  -- made by this call
         end
       else
         local v = call('HGET', key, field)
@@ -323,6 +321,7 @@ for i = 1, #ops do
           if at then
             local rest = sub(v, 1, at - 1) .. sub(v, at + 4)
             if rest == '' then call('HDEL', key, field) else call('HSET', key, field, rest) end
+            local bucket = key .. field
             local old = before[bucket]
             if not old then before[bucket] = #rest elseif at <= old then before[bucket] = old - 4 end
           end

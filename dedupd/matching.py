@@ -95,7 +95,8 @@ def verify_candidates(
     pairs = [(k, c) for k, found in candidates.items() for c in found if c in fps and c != k]
     sims = similarities(fps, pairs, gw.spec.verify)
     by_key: dict[int, list[Found]] = {}
-    for (k, c), sim in zip(pairs, sims.tolist(), strict=True):
-        by_key.setdefault(k, []).append((fps[c][0], sim, c))
+    for at in np.flatnonzero(sims >= gw.spec.threshold).tolist():
+        k, c = pairs[at]
+        by_key.setdefault(k, []).append((fps[c][0], float(sims[at]), c))
     out = {k: matches_of(found, gw.spec.threshold) for k, found in by_key.items()}
-    return {k: m for k, m in out.items() if m}, {k: fp for k, (_, fp) in fps.items()}
+    return out, {k: fp for k, (_, fp) in fps.items()}

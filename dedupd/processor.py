@@ -21,7 +21,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dedupd.bounds import BATCH_NEIGHBOURS, KEPT_PER_CLUSTER, alert_matches, batch_predecessors, evictions
+from dedupd.bounds import (
+    BATCH_NEIGHBOURS,
+    KEPT_PER_CLUSTER,
+    alert_matches,
+    batch_predecessors,
+    earlier_clusters,
+    evictions,
+)
 from dedupd.connection import ScriptPipeline
 from dedupd.entries import MAX_DELIVERIES, Entry, Op, parse_entry
 from dedupd.errors import DedupdError, InputError
@@ -358,7 +365,7 @@ class Processor:
 
     def _batch_neighbours(self, run: _Run) -> dict[int, Packed]:
         """By step index, the integer ids of the nearest earlier documents of the run with a band hash in
-        common (bounds.batch_predecessors), which a bucket the run filled may have refused."""
+        common (bounds.batch_predecessors): a JOIN reads what a bucket held before the run."""
         rows = [
             i
             for i, (s, f) in enumerate(zip(run.steps, run.found, strict=True))
@@ -366,11 +373,17 @@ class Processor:
         ]
         if len(rows) < 2:
             return {}
-        pairs = batch_predecessors(np.stack([run.bands[i] for i in rows]), BATCH_NEIGHBOURS)
-        out: dict[int, list[int]] = {}
-        for a, b in pairs:
-            out.setdefault(rows[a], []).append(run.steps[rows[b]].num)
-        return {i: np.array(nums, dtype=np.uint32) for i, nums in out.items()}
+        later, earlier = batch_predecessors(np.stack([run.bands[i] for i in rows]), BATCH_NEIGHBOURS)
+        if not later.size:
+            return {}
+        nums = np.array([run.steps[i].num for i in rows], dtype=np.uint32)
+        order = np.argsort(later, kind="stable")
+        later, earlier = later[order], earlier[order]
+        cuts = np.flatnonzero(np.diff(later)) + 1
+        return {
+            rows[int(part[0])]: nums[ids]
+            for part, ids in zip(np.split(later, cuts), np.split(earlier, cuts), strict=True)
+        }
 
     # ----- outputs -----
     def _basket(self, e: Entry, links: list[str]) -> list[str] | None:
@@ -403,9 +416,11 @@ class Processor:
             for i, step in alerting:
                 names[step.num] = step.entry.doc_id
                 names.update((m[2], m[0]) for m in matches[i])
-            unions = gw.union([(step.num, [m[2] for m in matches[i]]) for i, step in alerting])
+            groups = [(step.num, [m[2] for m in matches[i]]) for i, step in alerting]
+            earlier = earlier_clusters(groups, verified.roots)  # one union per distinct root, not per match
+            unions = gw.union([(num, best) for (num, _), (_, best) in zip(groups, earlier, strict=True)])
             roots = gw.cluster_names([root for root, _ in unions], names)
-            for (i, _), (_, before) in zip(alerting, unions, strict=True):
+            for (i, _), (before, _) in zip(alerting, earlier, strict=True):
                 named[i] = alert_matches(matches[i], before, gw.bounds.max_matches)
         pipe = ScriptPipeline(gw.client)
         gw.evict(pipe, self._evictions(run, alerting, unions, verified))
@@ -475,7 +490,7 @@ class Processor:
         table = np.stack([m[2] for m in members])
         new = np.zeros(len(members), dtype=bool)
         new[: len(members) - len(olds)] = True
-        return evictions(table, nums, roots, new, KEPT_PER_CLUSTER)
+        return evictions(table, nums, roots, new, KEPT_PER_CLUSTER, self.gateway.bounds.bucket_members)
 
     def _replies(self, pipe: ScriptPipeline, queries: list[Entry], matches: dict[str, list[Found]]) -> None:
         """Queue the verdicts of the queries, one call per reply stream."""
