@@ -19,7 +19,7 @@ as many different documents cost. Four bounds keep it so:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +49,32 @@ def ranked(packed: npt.NDArray[np.uint32], own: int) -> tuple[list[int], list[in
     ids, counts = ids[keep], counts[keep]
     order = np.lexsort((ids, -counts))
     return ids[order].tolist(), counts[order].tolist()
+
+
+def ranked_many(reads: Mapping[int, tuple[npt.NDArray[np.uint32], int]]) -> dict[int, list[int]]:
+    """:func:`ranked` ids of every key's reads (its packed ids and its own id), in one sort for all.
+
+    >>> ranked_many({5: (np.array([7, 3, 7], np.uint32), 0), -1: (np.array([2, 2, 9], np.uint32), 9)})
+    {5: [7, 3], -1: [2]}
+    """
+    keys = list(reads)
+    sizes = np.array([reads[k][0].size for k in keys], dtype=np.int64)
+    if not sizes.sum():
+        return {k: [] for k in keys}
+    ids = np.concatenate([reads[k][0] for k in keys]).astype(np.int64)
+    owner = np.repeat(np.arange(len(keys)), sizes)
+    own = np.array([reads[k][1] for k in keys], dtype=np.int64)
+    keep = ids != own[owner]
+    pair, counts = np.unique((owner[keep] << 32) | ids[keep], return_counts=True)
+    who, ids_u = pair >> 32, pair & 0xFFFFFFFF
+    order = np.lexsort((ids_u, -counts, who))  # per key: most shared bands first, then oldest
+    who, ids_u = who[order], ids_u[order]
+    cuts = np.flatnonzero(np.diff(who)) + 1
+    out: dict[int, list[int]] = {k: [] for k in keys}
+    for part, members in zip(np.split(who, cuts), np.split(ids_u, cuts), strict=True):
+        if part.size:
+            out[keys[int(part[0])]] = members.tolist()
+    return out
 
 
 def pick_candidates(ids: Sequence[int], roots: Sequence[int] | None, limit: int) -> list[int]:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from dedupd.bounds import Found, pick_candidates, ranked
+from dedupd.bounds import Found, pick_candidates, ranked_many
 from dedupd.fingerprint import Fingerprint
 from dedupd.planner import matches_of
 from dedupd.verify import agreement_pairs, jaccard_pairs
@@ -53,7 +53,7 @@ def choose_candidates(
     every distinct cluster represented (bounds.pick_candidates); and the cluster root of every candidate
     read (one lookup for the distinct ids of all keys)."""
     limit = gw.bounds.max_candidates
-    ranks = {k: ranked(packed, own)[0] for k, (packed, own) in reads.items()}
+    ranks = ranked_many(reads)
     distinct = list(dict.fromkeys(n for ids in ranks.values() for n in ids))
     root_of = dict(zip(distinct, gw.roots(distinct), strict=True))
     out: dict[int, set[int]] = {}
@@ -92,11 +92,12 @@ def verify_candidates(
     # only the documents some pair names: the checked ones with candidates, and their candidates
     fps = {k: own[k] for k in (named | candidates.keys()) & own.keys()}
     fps.update((n, (rec.doc_id, rec.fingerprint)) for n, rec in others.items() if rec is not None)
-    pairs = [(k, c) for k, found in candidates.items() for c in found if c in fps and c != k]
+    pairs = [(k, c) for k, found in candidates.items() for c in found if c != k and c in fps]
     sims = similarities(fps, pairs, gw.spec.verify)
     by_key: dict[int, list[Found]] = {}
-    for at in np.flatnonzero(sims >= gw.spec.threshold).tolist():
+    passed = np.flatnonzero(sims >= gw.spec.threshold)
+    for at, sim in zip(passed.tolist(), sims[passed].tolist(), strict=True):
         k, c = pairs[at]
-        by_key.setdefault(k, []).append((fps[c][0], float(sims[at]), c))
+        by_key.setdefault(k, []).append((fps[c][0], sim, c))
     out = {k: matches_of(found, gw.spec.threshold) for k, found in by_key.items()}
     return out, {k: fp for k, (_, fp) in fps.items()}

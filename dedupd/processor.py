@@ -474,12 +474,8 @@ class Processor:
             if step.writes and run.bands[i].size:
                 members.append((step.num, final[step.num], run.bands[i]))
         fps, root_of = verified.fingerprints, verified.roots
-        before = {
-            n
-            for i, _ in alerting
-            for n in verified.candidates.get(i, ())
-            if n not in in_run and root_of.get(n) in final and n in fps and not fps[n].empty
-        }
+        read = set().union(*(verified.candidates.get(i, ()) for i, _ in alerting)) - in_run
+        before = {n for n in read if root_of.get(n) in final and n in fps and not fps[n].empty}
         if not members or not before:
             return _NO_EVICTIONS
         olds = sorted(before)

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dedupd.bounds import alert_matches, evictions, pick_candidates, ranked
+from dedupd.bounds import alert_matches, evictions, pick_candidates, ranked, ranked_many
 
 
 @given(st.lists(st.integers(1, 30), max_size=200), st.integers(1, 30))
@@ -104,3 +104,13 @@ def test_evictions_leave_the_newest_of_each_bucket_and_cluster(
                 assert kept == set(newest[:keep])
             else:
                 assert kept == set(newest)
+
+
+@given(
+    st.dictionaries(
+        st.integers(-5, 50), st.tuples(st.lists(st.integers(1, 40), max_size=60), st.integers(0, 40))
+    )
+)
+def test_ranked_many_is_ranked_per_key(reads_raw: dict[int, tuple[list[int], int]]) -> None:
+    reads = {k: (np.array(ids, dtype=np.uint32), own) for k, (ids, own) in reads_raw.items()}
+    assert ranked_many(reads) == {k: ranked(packed, own)[0] for k, (packed, own) in reads.items()}
