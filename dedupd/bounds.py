@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 Found = tuple[str, float, int]  # a verified match: (document id, similarity, integer id)
 KEPT_PER_CLUSTER = 2  # members of one cluster a bucket keeps (the newest): one can be deleted, one stays
-BATCH_NEIGHBOURS = 2  # per band, the nearest earlier documents of its batch with its hash a document sees
+BATCH_NEIGHBOURS = 1  # per band, the nearest earlier documents of its batch with its hash a document sees
 
 
 @dataclass(frozen=True, slots=True)
