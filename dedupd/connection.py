@@ -11,7 +11,7 @@ import redis
 import redis.cluster
 
 from dedupd import embedded
-from dedupd.errors import ConfigError, RedisUnavailableError
+from dedupd.errors import ConfigError, RedisUnavailableError, ReplicasBehindError
 from dedupd.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ _TRANSIENT_RE = re.compile(r"(?:^|: )(?:" + "|".join(TRANSIENT_REPLIES) + r")\b"
 
 def is_transient(exc: BaseException) -> bool:
     """Whether ``exc`` is a passing state of the server or the network (wait and retry; never the entry's fault)."""
-    if isinstance(exc, RETRYABLE):
+    if isinstance(exc, (*RETRYABLE, ReplicasBehindError)):
         return True
     if not isinstance(exc, redis.ResponseError):
         return False
@@ -58,6 +58,26 @@ RETRYABLE = (
     redis.exceptions.ClusterDownError,
     OSError,
 )
+
+
+def wait_for_replicas(client: RedisClient, replicas: int, timeout_ms: int) -> None:
+    """Block until ``replicas`` replicas of every primary acknowledged this client's writes (WAIT), so that a
+    failover loses nothing acknowledged after it.
+
+    Raises:
+        ReplicasBehindError: when fewer did within ``timeout_ms``.
+    """
+    if isinstance(client, redis.cluster.RedisCluster):
+        got = min(
+            int(client.wait(replicas, timeout_ms, target_nodes=node)) for node in client.get_primaries()
+        )
+    else:
+        got = int(client.wait(replicas, timeout_ms))
+    if got < replicas:
+        raise ReplicasBehindError(
+            f"{got} of {replicas} replicas acknowledged the writes within {timeout_ms} ms (wait_replicas); "
+            "the batch is done again"
+        )
 
 
 def embedded_socket(settings: Settings, start: bool = True) -> str:

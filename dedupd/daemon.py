@@ -28,7 +28,7 @@ from typing import Any
 
 import redis
 
-from dedupd.connection import RETRYABLE, RedisClient, connect, is_transient
+from dedupd.connection import RETRYABLE, RedisClient, connect, is_transient, wait_for_replicas
 from dedupd.entries import PROCESSING_FAILED
 from dedupd.gateway import Gateway, open_spec
 from dedupd.generations import Generations
@@ -252,6 +252,8 @@ class Daemon:
             log.exception("batch of %d entries failed; retrying them one by one", len(batch))
             result = self._one_by_one(batch, deliveries)
         self._keep_deferred(batch, result)
+        if self.settings.wait_replicas and result.ack:
+            wait_for_replicas(self.client, self.settings.wait_replicas, self.settings.wait_timeout_ms)
         raw = dict(batch)
         self.stream.ack([(entry_id, raw[entry_id]) for entry_id in result.ack])
         for name, value in (

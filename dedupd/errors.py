@@ -26,3 +26,10 @@ class InputError(DedupdError):
         super().__init__(f"{code}: {detail}")
         self.code = code
         self.detail = detail
+
+
+class ReplicasBehindError(DedupdError):
+    """Fewer replicas acknowledged a batch's writes than ``wait_replicas`` asks, within ``wait_timeout_ms``.
+
+    A passing state (a replica catching up, a failover): the batch is not acknowledged and is done again.
+    """

@@ -137,6 +137,17 @@ class Settings(BaseSettings):
     max_doc_bytes: int = Field(1_000_000, ge=1, description="largest accepted text, in UTF-8 bytes")
     max_id_bytes: int = Field(256, ge=1, le=4096, description="longest accepted id, in UTF-8 bytes")
 
+    # durability on a Redis with replicas (a Redis Cluster: replication is asynchronous)
+    wait_replicas: int = Field(
+        0,
+        ge=0,
+        le=16,
+        description="replicas that must acknowledge a batch's writes before it is acknowledged",
+    )
+    wait_timeout_ms: int = Field(
+        1000, ge=1, description="how long a batch waits for them (then it is redone)"
+    )
+
     # bounded work per document (a flood of copies costs what as many different documents cost)
     bucket_members: int = Field(
         32,
