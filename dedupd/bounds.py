@@ -132,18 +132,18 @@ def batch_predecessors(
     [[1, 2, 2], [0, 1, 0]]
     """
     n, width = bands.shape
-    rows, earlier = [], []
-    pos = np.arange(n)
-    for b in range(width):
-        order = np.lexsort((pos, bands[:, b]))
-        sorted_hashes = bands[order, b]
-        for d in range(1, min(depth, n - 1) + 1):
-            same = np.flatnonzero(sorted_hashes[d:] == sorted_hashes[:-d])
-            rows.append(order[same + d])
-            earlier.append(order[same])
-    if not rows:
+    band = np.tile(np.arange(width, dtype=np.uint64), n)
+    hashes, row = bands.ravel(), np.repeat(np.arange(n, dtype=np.int64), width)
+    order = np.lexsort((row, hashes, band))  # per band and hash, in batch order: one sort for all bands
+    b, h, r = band[order], hashes[order], row[order]
+    later, earlier = [], []
+    for d in range(1, min(depth, n - 1) + 1):
+        same = np.flatnonzero((b[d:] == b[:-d]) & (h[d:] == h[:-d]))
+        later.append(r[same + d])
+        earlier.append(r[same])
+    if not later:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(rows).astype(np.int64), np.concatenate(earlier).astype(np.int64)
+    return np.concatenate(later), np.concatenate(earlier)
 
 
 def evictions(

@@ -50,11 +50,11 @@ def choose_candidates(
 ) -> tuple[dict[int, set[int]], dict[int, int]]:
     """The candidates to verify, by key, from each key's bucket reads and its own integer id (left out; 0 =
     none): all of them when they are at most ``max_candidates``, else that many, ranked by shared bands with
-    every distinct cluster represented (bounds.pick_candidates); and the cluster root of every candidate
-    read (one lookup for the distinct ids of all keys)."""
+    every distinct cluster represented (bounds.pick_candidates); and the cluster roots that choice read
+    (one lookup for the distinct candidates of the keys over the limit)."""
     limit = gw.bounds.max_candidates
     ranks = ranked_many(reads)
-    distinct = list(dict.fromkeys(n for ids in ranks.values() for n in ids))
+    distinct = list(dict.fromkeys(n for ids in ranks.values() if len(ids) > limit for n in ids))
     root_of = dict(zip(distinct, gw.roots(distinct), strict=True))
     out: dict[int, set[int]] = {}
     for k, ids in ranks.items():

@@ -416,6 +416,7 @@ class Processor:
             for i, step in alerting:
                 names[step.num] = step.entry.doc_id
                 names.update((m[2], m[0]) for m in matches[i])
+            self._add_roots(alerting, verified)
             groups = [(step.num, [m[2] for m in matches[i]]) for i, step in alerting]
             earlier = earlier_clusters(groups, verified.roots)  # one union per distinct root, not per match
             unions = gw.union([(num, best) for (num, _), (_, best) in zip(groups, earlier, strict=True)])
@@ -456,6 +457,13 @@ class Processor:
         if alerting:
             pipe.pipe.hincrby(gw.keys.counters, "alerts", len(alerting))
         pipe.execute()
+
+    def _add_roots(self, alerting: list[tuple[int, Step]], verified: _Verified) -> None:
+        """The cluster roots, before this run's unions, of the alerting documents' candidates (one lookup)."""
+        wanted = {n for i, _ in alerting for n in verified.candidates.get(i, ())} - verified.roots.keys()
+        if wanted:
+            nums = sorted(wanted)
+            verified.roots.update(zip(nums, self.gateway.roots(nums), strict=True))
 
     def _evictions(
         self,
