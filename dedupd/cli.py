@@ -742,14 +742,16 @@ def stats(interval: float, as_json: bool, **opts: Any) -> None:
 
     Documents indexed, the parameters stored with the index, Redis memory (whole server) and per
     document, the input stream's length, the consumer group's lag and pending entries, each
-    consumer's pending entries and idle time, live daemons from their heartbeats, the alerts and
-    dead-letter streams, the running totals, and the throughput over --interval seconds.
+    consumer's pending entries and idle time (and the stale ones: idle over 10 x claim_idle_ms, nothing
+    pending, no heartbeat), live daemons from their heartbeats, the alerts and dead-letter streams, the
+    running totals, and the throughput over --interval seconds.
     """
     from dedupd.stats import collect, render
 
     settings = settings_from(**opts)
     client = connect_to(settings)
-    snapshot = collect(client, Keys(settings.prefix), interval=max(0.0, interval))
+    stale_ms = 10 * settings.claim_idle_ms
+    snapshot = collect(client, Keys(settings.prefix), interval=max(0.0, interval), stale_idle_ms=stale_ms)
     config = str(settings.config_file) if settings.config_file is not None else None
     if as_json:
         click.echo(json.dumps({**snapshot.to_dict(), "config_file": config}))

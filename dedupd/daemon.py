@@ -12,6 +12,11 @@ Per-document order: an entry whose document has an older entry in flight (held b
 not yet claimed from a dead one) is *deferred*: kept in memory, unacknowledged, and retried each iteration
 until the older one is applied (see planner.py). A daemon holding ``batch_size`` deferred entries reads
 nothing new until some are done. During a rebuild's switch the daemons pause (see generations.py).
+
+Bounded memory: the entries a daemon holds (a read, and the deferred ones) are at most ``batch_max_bytes``
+(stream.py reads bounded in bytes; an entry larger than ``max_entry_bytes`` arrives cut short and is
+dead-lettered). On a clean exit the daemon leaves the consumer group when it holds no pending entry; the
+output streams' redelivery markers (``:seen``) are pruned by age on a timer, not only when written.
 """
 
 from __future__ import annotations
@@ -24,12 +29,11 @@ import threading
 import time
 from collections import deque
 from types import FrameType
-from typing import Any
 
 import redis
 
 from dedupd.connection import RETRYABLE, RedisClient, connect, is_transient, wait_for_replicas
-from dedupd.entries import PROCESSING_FAILED
+from dedupd.entries import PROCESSING_FAILED, entry_bytes
 from dedupd.gateway import Gateway, open_spec
 from dedupd.generations import Generations
 from dedupd.keys import GROUP, Heartbeat, Keys
@@ -39,7 +43,7 @@ from dedupd.planner import sid
 from dedupd.processor import BatchResult, Processor, RawEntry
 from dedupd.settings import Settings
 from dedupd.spec import IndexSpec
-from dedupd.stream import ConsumerStream, ensure_group, entries_of
+from dedupd.stream import ConsumerStream, ensure_group
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +90,14 @@ class Daemon:
         self.client: RedisClient = client if client is not None else connect(settings, retry_for_s=60)
         self.generations = Generations(self.client, self.keys)
         spec, gen = open_spec(self.client, self.keys, settings.index_spec())
-        self.stream = ConsumerStream(self.client, self.keys, self.consumer, settings.max_id_bytes)
+        self.stream = ConsumerStream(
+            self.client,
+            self.keys,
+            self.consumer,
+            settings.max_id_bytes,
+            settings.max_entry_bytes,
+            settings.dead_letter_max_bytes,
+        )
         self._serve(spec, gen)
         self.stopping = threading.Event()
         self._signals = 0
@@ -100,6 +111,7 @@ class Daemon:
         self.poll, self.beat = Every(_POLL_S), Every(max(1.0, settings.heartbeat_ttl_s / 3))
         self.claim, self.trim = Every(settings.claim_idle_ms / 2000), Every(_TRIM_EVERY_S)
         self.touch, self.reconcile = Every(settings.claim_idle_ms / 3000), Every(_RECONCILE_S)
+        self.prune_seen = Every(settings.seen_prune_s)
         self.totals = {"processed": 0, "alerts": 0, "dead": 0, "batches": 0}
         self.progress, self._reported = Every(_PROGRESS_S), (time.monotonic(), 0)
         self.metrics = Metrics()
@@ -211,8 +223,19 @@ class Daemon:
             log.debug("recreating the consumer group failed (%s)", again)
 
     def _farewell(self) -> None:
+        """A clean exit: drop the heartbeat, and leave the group unless entries are still pending for us
+        (deferred ones: another consumer claims them after claim_idle_ms, or we read them on a restart)."""
         with contextlib.suppress(*RETRYABLE):
             self.client.delete(self.keys.heartbeat(self.consumer))
+            try:
+                if not self.client.xpending_range(
+                    self.keys.docs, GROUP, "-", "+", 1, consumername=self.consumer
+                ):
+                    self.client.xgroup_delconsumer(self.keys.docs, GROUP, self.consumer)
+            except redis.ResponseError as exc:  # e.g. an ACL user without +xgroup|delconsumer
+                log.warning(
+                    "could not leave the consumer group (%s); `dedupd stats` will list it as stale", exc
+                )
 
     # ----- one iteration -----
     def iteration(self) -> BatchResult | None:
@@ -238,6 +261,8 @@ class Daemon:
         result = self.handle(batch, deliveries) if batch else None
         if self.settings.docs_retention_s is not None and self.trim.due():
             self.stream.trim(self.settings.docs_retention_s)
+        if self.prune_seen.due():
+            self._prune_seen()
         return result if result is None or result.ack or result.processed or result.dead else None
 
     def handle(self, batch: list[RawEntry], deliveries: dict[str, int] | None) -> BatchResult:
@@ -368,11 +393,12 @@ class Daemon:
                 log.info("claimed %d idle pending entries", len(claimed))
                 self._claimed.extend(claimed)
                 return self._next_batch()
-        if len(self.deferred) >= s.batch_size:
+        room = s.batch_max_bytes - self.held_bytes()
+        if len(self.deferred) >= s.batch_size or room < s.max_entry_bytes:
             self.stopping.wait(_DEFERRED_BLOCK_MS / 1000)
             return [], None
         block = min(s.block_ms, _DEFERRED_BLOCK_MS) if self.deferred else s.block_ms
-        return self.stream.read_new(s.batch_size, block), None
+        return self.stream.read_new(s.batch_size, block, room), None
 
     def _recover_own(self) -> list[RawEntry]:
         """The next of our own pending entries (one delivery more), acknowledging deleted ones."""
@@ -395,14 +421,26 @@ class Daemon:
         """Read the next claimed entry (one delivery more); empty when it was acknowledged meanwhile."""
         while self._claimed:
             entry_id = self._claimed.popleft()
-            got: Any = self.client.xclaim(self.keys.docs, GROUP, self.consumer, 0, [entry_id])
-            entries = entries_of(got)
+            entries, deleted = self.stream.claim(entry_id)
             if entries:
                 return entries
-            if got:  # claimed, but deleted from the stream meanwhile (Redis 6.2 returns it without fields)
+            if (
+                deleted
+            ):  # claimed, but deleted from the stream meanwhile (Redis 6.2 returns it without fields)
                 log.warning("claimed entry %s was deleted from the stream; acknowledging it", entry_id)
                 self.stream.ack([(entry_id, {})])
         return []
+
+    def _prune_seen(self) -> None:
+        """Forget redelivery markers older than seen_ttl_s on every output stream (a stream not written
+        for a while keeps them otherwise)."""
+        floor = int(time.time() * 1000) - self.settings.seen_ttl_s * 1000
+        for stream in (self.keys.alerts, self.keys.baskets, self.keys.dead):
+            self.client.zremrangebyscore(self.keys.seen(stream), "-inf", floor)
+
+    def held_bytes(self) -> int:
+        """The size of the deferred entries this daemon holds."""
+        return sum(entry_bytes(fields) for _, fields in self.deferred.values())
 
     def _log_progress(self) -> None:
         """One INFO line: totals, the rate since the last line, deferred entries, the group's lag."""

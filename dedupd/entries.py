@@ -1,14 +1,20 @@
 """Input stream entries: validation of the raw field map into a typed Entry, or an InputError with a code.
 
 Dead-letter codes (stable; see DESIGN.md): ``missing_id``, ``id_too_long``, ``missing_text``,
-``too_large``, ``bad_utf8``, ``bad_json``, ``unknown_op``, ``bad_reply_to``, ``max_deliveries``,
-``processing_failed``.
+``too_large``, ``doc_too_large``, ``bad_utf8``, ``bad_json``, ``unknown_op``, ``bad_reply_to``,
+``max_deliveries``, ``processing_failed``.
+
+Input bounds, in bytes: the whole entry (``max_entry_bytes``: field names and values together; an entry
+read cut short because it is larger carries ``CUT_FIELD``, its full size), the text (``max_doc_bytes``) and
+the text after Unicode NFKC normalisation (``max_normalized_bytes``: one U+FDFA, 3 bytes, becomes 18
+characters and 4 words).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -18,6 +24,7 @@ MISSING_ID = "missing_id"
 ID_TOO_LONG = "id_too_long"
 MISSING_TEXT = "missing_text"
 TOO_LARGE = "too_large"
+DOC_TOO_LARGE = "doc_too_large"  # the stored document would grow beyond max_stored_bytes
 BAD_UTF8 = "bad_utf8"
 BAD_JSON = "bad_json"
 UNKNOWN_OP = "unknown_op"
@@ -30,6 +37,7 @@ CODES = (
     ID_TOO_LONG,
     MISSING_TEXT,
     TOO_LARGE,
+    DOC_TOO_LARGE,
     BAD_UTF8,
     BAD_JSON,
     UNKNOWN_OP,
@@ -41,6 +49,9 @@ CODES = (
 MAX_ITEMS_BYTES = 1_000_000
 MAX_META_BYTES = 64_000
 MAX_SOURCE_BYTES = 1024
+# the field a bounded read (lua.READ) adds to an entry it cut short for being larger than max_entry_bytes:
+# the entry's full size in bytes (the name is no UTF-8, so no producer field is mistaken for it by accident)
+CUT_FIELD = b"\xff\xfededupd:size"
 
 
 class Op(StrEnum):
@@ -67,6 +78,7 @@ class Entry:
     items: tuple[str, ...] | None
     meta: str | None  # the JSON object text, passed through to alerts as given
     reply_to: str | None = None  # a query's reply stream name
+    size: int = 0  # the text's UTF-8 bytes after NFKC normalisation (what fingerprinting it takes)
 
 
 _KEYS = {name: name.encode() for name in ("op", "id", "text", "source", "items", "meta", "reply_to")}
@@ -86,7 +98,37 @@ def _text(fields: dict[bytes, bytes], name: str, limit: int, code_if_long: str) 
         ) from None
 
 
-def parse_entry(entry_id: str, fields: dict[bytes, bytes], max_doc_bytes: int, max_id_bytes: int) -> Entry:
+def entry_bytes(fields: dict[bytes, bytes]) -> int:
+    """An entry's size: its field names and values together, in bytes (its full size if it was cut short).
+
+    >>> entry_bytes({b"id": b"7", b"text": b"hello"})
+    12
+    """
+    cut = fields.get(CUT_FIELD)
+    if cut is not None and cut.isdigit():
+        return int(cut)
+    return sum(len(k) + len(v) for k, v in fields.items())
+
+
+def normalized_bytes(text: str, raw_bytes: int) -> int:
+    """The UTF-8 size of ``text`` (``raw_bytes`` long) after Unicode NFKC normalisation.
+
+    >>> normalized_bytes("\ufdfa", 3)
+    33
+    """
+    if text.isascii() or unicodedata.is_normalized("NFKC", text):
+        return raw_bytes
+    return len(unicodedata.normalize("NFKC", text).encode("utf-8", "surrogatepass"))
+
+
+def parse_entry(
+    entry_id: str,
+    fields: dict[bytes, bytes],
+    max_doc_bytes: int,
+    max_id_bytes: int,
+    max_entry_bytes: int | None = None,
+    max_normalized_bytes: int | None = None,
+) -> Entry:
     """Validate one raw stream entry.
 
     Args:
@@ -94,6 +136,8 @@ def parse_entry(entry_id: str, fields: dict[bytes, bytes], max_doc_bytes: int, m
         fields: the raw field map as read from Redis.
         max_doc_bytes: the largest accepted text.
         max_id_bytes: the longest accepted id.
+        max_entry_bytes: the largest accepted entry, names and values together (None: no bound).
+        max_normalized_bytes: the largest accepted text after NFKC normalisation (None: no bound).
 
     Returns:
         The entry.
@@ -101,6 +145,12 @@ def parse_entry(entry_id: str, fields: dict[bytes, bytes], max_doc_bytes: int, m
     Raises:
         InputError: with a stable code and a detail that says what to fix.
     """
+    size = entry_bytes(fields)
+    if max_entry_bytes is not None and size > max_entry_bytes:
+        raise InputError(
+            TOO_LARGE,
+            f"the entry has {size} bytes of field names and values, more than max_entry_bytes={max_entry_bytes}",
+        )
     op = _op(fields)
     doc_id = _text(fields, "id", max_id_bytes, ID_TOO_LONG)
     if doc_id is None or doc_id == "":
@@ -108,10 +158,21 @@ def parse_entry(entry_id: str, fields: dict[bytes, bytes], max_doc_bytes: int, m
     text = _text(fields, "text", max_doc_bytes, TOO_LARGE)
     if op is not Op.DELETE and text is None:
         raise InputError(MISSING_TEXT, f"op {op.value!r} needs a 'text' field")
+    grown = 0
+    if op is not Op.DELETE and text is not None:
+        raw_bytes = len(fields[_KEYS["text"]])
+        grown = raw_bytes if max_normalized_bytes is None else normalized_bytes(text, raw_bytes)
+        if max_normalized_bytes is not None and grown > max_normalized_bytes:
+            raise InputError(
+                TOO_LARGE,
+                f"field 'text' expands to {grown} bytes under Unicode NFKC normalisation, more than "
+                f"max_normalized_bytes={max_normalized_bytes}",
+            )
     source = _text(fields, "source", MAX_SOURCE_BYTES, TOO_LARGE)
     items, meta = _items(fields), _meta(fields)
     reply_to = _reply_to(fields, op)
-    return Entry(entry_id, op, doc_id, text if op is not Op.DELETE else None, source, items, meta, reply_to)
+    kept = text if op is not Op.DELETE else None
+    return Entry(entry_id, op, doc_id, kept, source, items, meta, reply_to, grown)
 
 
 def _op(fields: dict[bytes, bytes]) -> Op:

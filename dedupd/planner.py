@@ -13,7 +13,7 @@ whichever consumer processes which entry and in whatever order they finish. The 
 - an entry not newer than the version was applied already (a redelivery) or superseded: it changes nothing;
 - an entry newer than the version waits (:attr:`Action.DEFER`) while an older entry of the same document
   is in flight (delivered to the consumer group, not yet acknowledged) and newer than the version, i.e. not
-  yet applied. Entries are recorded as in flight right after their delivery (lua.REGISTER), and the lookup
+  yet applied. Entries are recorded as in flight in the script that delivers them (lua.READ), and the lookup
   a batch decides with (lua.LOOKUP_INFLIGHT) first checks, atomically, that every pending entry of the group
   is recorded (else it rebuilds the record from them); delivery follows stream order, so no older entry
   can appear after the check.
@@ -202,3 +202,21 @@ def unique_runs(entries: Sequence[Entry]) -> list[list[Entry]]:
         runs[-1].append(e)
         seen.add(e.doc_id)
     return [r for r in runs if r]
+
+
+def byte_runs(run: Sequence[Entry], max_bytes: int) -> list[list[Entry]]:
+    """Split a run into consecutive parts whose texts (``Entry.size``: after NFKC) add up to at most
+    ``max_bytes`` each (a larger entry alone), so that fingerprinting a part takes memory bounded by it.
+
+    >>> [len(p) for p in byte_runs([Entry(str(i), Op.UPSERT, str(i), "x", None, None, None, size=4) for i in range(5)], 8)]
+    [2, 2, 1]
+    """
+    parts: list[list[Entry]] = [[]]
+    used = 0
+    for e in run:
+        if parts[-1] and used + e.size > max_bytes:
+            parts.append([])
+            used = 0
+        parts[-1].append(e)
+        used += e.size
+    return [p for p in parts if p]

@@ -30,13 +30,13 @@ from dedupd.bounds import (
     evictions,
 )
 from dedupd.connection import ScriptPipeline
-from dedupd.entries import MAX_DELIVERIES, Entry, Op, parse_entry
+from dedupd.entries import CUT_FIELD, DOC_TOO_LARGE, MAX_DELIVERIES, Entry, Op, parse_entry
 from dedupd.errors import DedupdError, InputError
 from dedupd.fingerprint import Fingerprint
 from dedupd.gateway import Emitted, Gateway, Packed
 from dedupd.hashing import U64Array
 from dedupd.matching import Found, choose_candidates, verify_candidates
-from dedupd.planner import Action, Step, doc_write, plan, unique_runs
+from dedupd.planner import Action, Step, byte_runs, doc_write, plan, unique_runs
 from dedupd.settings import Settings
 from dedupd.verdict import Match, Verdict, cluster_of
 from dedupd.verify import jaccard_pairs
@@ -55,7 +55,7 @@ _NO_IDS: Packed = np.zeros(0, dtype=np.uint32)
 _NO_EVICTIONS = np.zeros((0, 4), dtype=np.uint64)
 
 
-_OWN_FIELDS = (b"error", b"detail", b"input", b"truncated")
+_OWN_FIELDS = (b"error", b"detail", b"input", b"truncated", CUT_FIELD)
 MAX_DEAD_FIELDS = (
     1000  # a dead letter's original fields at most (and the server script's argument count bounded)
 )
@@ -95,7 +95,7 @@ def _merged_roots(alerting: list[tuple[int, Step]], unions: list[tuple[int, list
 def kept_fields(fields: dict[bytes, bytes], max_bytes: int) -> list[Any]:
     """The original fields a dead letter keeps, as field/value pairs: in order, at most ``max_bytes`` of names
     and values and ``MAX_DEAD_FIELDS`` fields; the value that crosses the bound is cut, and a ``truncated``
-    field says how many fields and bytes were left out.
+    field says how many fields and bytes were left out (or, for an entry read cut short, how large it was).
 
     >>> kept_fields({b"id": b"a", b"text": b"x" * 10}, 8)
     [b'id', b'a', b'text', b'x', 'truncated', '1 field(s) cut, 9 byte(s) left out (dead_letter_max_bytes=8)']
@@ -113,12 +113,33 @@ def kept_fields(fields: dict[bytes, bytes], max_bytes: int) -> list[Any]:
         room -= len(k) + keep
         if keep < len(v):
             cut, lost = cut + 1, lost + len(v) - keep
-    if cut:
+    full = fields.get(CUT_FIELD)
+    if full is not None:
+        kept = max_bytes - room
+        out += [
+            "truncated",
+            f"the entry had {int(full)} bytes; {kept} kept (dead_letter_max_bytes={max_bytes})",
+        ]
+    elif cut:
         out += [
             "truncated",
             f"{cut} field(s) cut, {lost} byte(s) left out (dead_letter_max_bytes={max_bytes})",
         ]
     return out
+
+
+def too_large(record: bytes | None, max_stored_bytes: int) -> str | None:
+    """Why a document record may not be stored (it is larger than ``max_stored_bytes``), or None.
+
+    >>> too_large(b"x" * 2000, 1024)
+    'the document would be stored in 2000 bytes, more than max_stored_bytes=1024; it is left as it was'
+    """
+    if record is None or len(record) <= max_stored_bytes:
+        return None
+    return (
+        f"the document would be stored in {len(record)} bytes, more than max_stored_bytes={max_stored_bytes}; "
+        "it is left as it was"
+    )
 
 
 class ConcurrentUpdateError(DedupdError):
@@ -182,6 +203,7 @@ class _Run:
     new: list[Fingerprint | None]  # per step: the document after it (None: a delete, or nothing to do)
     bands: list[U64Array]  # per step: the band hashes of the document after it
     found: list[Packed | None] = field(default_factory=list)  # per step: its bucket reads, None = retry
+    refused: dict[int, str] = field(default_factory=dict)  # by step: why its document was not stored
 
 
 @dataclass(slots=True)
@@ -233,21 +255,28 @@ class Processor:
                 )
                 continue
             try:
-                valid.append(
-                    parse_entry(entry_id, fields, self.settings.max_doc_bytes, self.settings.max_id_bytes)
-                )
+                valid.append(self._parse(entry_id, fields))
             except InputError as exc:
                 dead.append(((entry_id, fields), exc.code, exc.detail))
-        for part in unique_runs(
-            valid
-        ):  # a later run of a deferred entry's document is deferred by the planner
-            self._process_run(part, result)
+        fields_of = dict(raw)
+        # a later run of a deferred entry's document is deferred by the planner; a run is fingerprinted in
+        # parts of at most batch_max_bytes of (normalised) text
+        for run in unique_runs(valid):
+            for part in byte_runs(run, self.settings.batch_max_bytes):
+                refused = self._process_run(part, result)
+                dead += [((e, fields_of[e]), DOC_TOO_LARGE, detail) for e, detail in refused]
         if dead and self.emits:
             self.dead_letter(dead)
             result.dead = len(dead)
         deferred = set(result.deferred)
         result.ack = [entry_id for entry_id, _ in raw if entry_id not in deferred]
         return result
+
+    def _parse(self, entry_id: str, fields: dict[bytes, bytes]) -> Entry:
+        s = self.settings
+        return parse_entry(
+            entry_id, fields, s.max_doc_bytes, s.max_id_bytes, s.max_entry_bytes, s.max_normalized_bytes
+        )
 
     def dead_letter(self, dead: Sequence[DeadLetter]) -> None:
         """Write dead letters (original fields + error + detail), once per input entry."""
@@ -265,16 +294,20 @@ class Processor:
             log.warning("dead-lettered %s: %s (%s)", entry_id, code, detail)
 
     # ----- one run of entries with distinct document ids -----
-    def _process_run(self, entries: Sequence[Entry], result: BatchResult) -> None:
+    def _process_run(self, entries: Sequence[Entry], result: BatchResult) -> list[tuple[str, str]]:
+        """Process a run; returns the (entry id, detail) of the entries whose document would have grown
+        beyond max_stored_bytes (not written: to be dead-lettered)."""
+        refused: list[tuple[str, str]] = []
         for attempt in range(1, _MAX_ATTEMPTS + 1):
             if not entries:
-                return
+                return refused
             run = self._apply(entries)
             result.deferred += [s.entry.entry_id for s in run.steps if s.action is Action.DEFER]
+            refused += [(run.steps[i].entry.entry_id, detail) for i, detail in run.refused.items()]
             done = [
                 i
                 for i, (s, f) in enumerate(zip(run.steps, run.found, strict=True))
-                if s.action is not Action.DEFER and (f is not None or not s.writes)
+                if s.action is not Action.DEFER and (f is not None or not s.writes) and i not in run.refused
             ]
             if self.emits:
                 self._emit_outputs(run, done, self._verify(run), result)
@@ -288,6 +321,7 @@ class Processor:
                 )
         if entries:
             raise ConcurrentUpdateError(f"{len(entries)} documents kept changing under concurrent updates")
+        return refused
 
     def _apply(self, entries: Sequence[Entry]) -> _Run:
         """Plan the run, fingerprint what changes, write records and buckets (one exchange), and look the
@@ -308,10 +342,15 @@ class Processor:
                 new.append(s.old.fingerprint if s.action is Action.REJOIN and s.old is not None else None)
         old = [s.old.fingerprint if s.old is not None and s.action is Action.APPLY else None for s in steps]
         bands = self._band_hashes(old + new)
-        writes, at = [], []
+        writes, at, refused = [], [], {}
         for i, s in enumerate(steps):
             if s.writes:
-                writes.append(doc_write(s, new[i], bands[i], bands[len(steps) + i], gw.spec.store_shingles))
+                w = doc_write(s, new[i], bands[i], bands[len(steps) + i], gw.spec.store_shingles)
+                if (why := too_large(w.record, self.settings.max_stored_bytes)) is not None:
+                    refused[i], new[i], bands[len(steps) + i] = why, None, _NO_BANDS
+                    steps[i] = Step(s.entry, Action.SKIP, s.num, s.old, s.live, False)
+                    continue
+                writes.append(w)
                 at.append(i)
         found: list[Packed | None] = [_NO_IDS] * len(steps)
         for i, f in zip(at, gw.apply(writes), strict=True):
@@ -326,7 +365,7 @@ class Processor:
         queries = [i for i, s in enumerate(steps) if s.action is Action.QUERY and bands[len(steps) + i].size]
         for i, f in zip(queries, gw.peek([bands[len(steps) + i] for i in queries]), strict=True):
             found[i] = f
-        return _Run(steps, new, bands[len(steps) :], found)
+        return _Run(steps, new, bands[len(steps) :], found, refused)
 
     def _band_hashes(self, fps: Sequence[Fingerprint | None]) -> list[U64Array]:
         """Band hashes of each fingerprint, in one vectorized call (empty for None or an empty document)."""

@@ -133,9 +133,32 @@ class Settings(BaseSettings):
     max_deliveries: int = Field(5, ge=1, description="deliveries before an entry is dead-lettered")
     consumer: str | None = Field(None, description="consumer name (default unique per process)")
 
-    # input bounds
-    max_doc_bytes: int = Field(1_000_000, ge=1, description="largest accepted text, in UTF-8 bytes")
+    # input bounds (a daemon's memory is bounded by these, in bytes, whatever the input)
+    max_doc_bytes: int = Field(8_000_000, ge=1, description="largest accepted text, in UTF-8 bytes")
     max_id_bytes: int = Field(256, ge=1, le=4096, description="longest accepted id, in UTF-8 bytes")
+    max_entry_bytes: int = Field(
+        10_000_000,
+        ge=1024,
+        description="largest accepted entry: its field names and values together, in bytes",
+    )
+    max_normalized_bytes: int = Field(
+        10_000_000,
+        ge=1,
+        description="largest text after Unicode NFKC normalisation, in UTF-8 bytes (bounds what it expands to)",
+    )
+    max_stored_bytes: int = Field(
+        8_000_000,
+        ge=1024,
+        description="largest stored document record, in bytes (an append beyond it is dead-lettered)",
+    )
+    batch_max_bytes: int = Field(
+        32_000_000,
+        ge=1024,
+        description=(
+            "entries a daemon holds at once (a read and the entries waiting), and texts fingerprinted at once"
+            " (after NFKC), in bytes"
+        ),
+    )
 
     # durability on a Redis with replicas (a Redis Cluster: replication is asynchronous)
     wait_replicas: int = Field(
@@ -181,6 +204,9 @@ class Settings(BaseSettings):
     )
     seen_ttl_s: int = Field(
         7 * 86400, ge=60, description="how long redelivery de-duplication remembers an entry"
+    )
+    seen_prune_s: int = Field(
+        60, ge=1, description="how often a daemon forgets redelivery markers older than seen_ttl_s"
     )
     docs_retention_s: int | None = Field(
         None,
@@ -280,6 +306,25 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"bands*rows = {self.bands * self.rows} exceeds num_perm = {self.num_perm}; "
                 "lower bands or rows, or raise num_perm"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_byte_bounds(self) -> Settings:
+        if self.max_entry_bytes > self.batch_max_bytes:
+            raise ValueError(
+                f"max_entry_bytes ({self.max_entry_bytes}) exceeds batch_max_bytes ({self.batch_max_bytes}): "
+                "a batch must hold the largest entry"
+            )
+        if self.max_normalized_bytes > self.batch_max_bytes:
+            raise ValueError(
+                f"max_normalized_bytes ({self.max_normalized_bytes}) exceeds batch_max_bytes "
+                f"({self.batch_max_bytes}): a batch must hold the largest text"
+            )
+        if self.max_normalized_bytes < self.max_doc_bytes:
+            raise ValueError(
+                f"max_normalized_bytes ({self.max_normalized_bytes}) is below max_doc_bytes "
+                f"({self.max_doc_bytes}): a text that NFKC leaves as it is must fit"
             )
         return self
 

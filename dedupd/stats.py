@@ -65,6 +65,8 @@ class Stats:
     throughput: dict[str, float] | None = None  # per second over ``interval_s``
     interval_s: float = 0.0
     rebuild: dict[str, Any] | None = None  # an unfinished rebuild: its target, and who runs it (if anyone)
+    stale: list[str] = field(default_factory=list)  # consumers of stopped daemons (see stale_consumers)
+    stale_idle_ms: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -102,6 +104,15 @@ def consumers(client: Any, keys: Keys) -> list[ConsumerStats]:
         return []
     out = [ConsumerStats(_s(c["name"]), int(c["pending"]), int(c["idle"])) for c in rows]
     return sorted(out, key=lambda c: c.name)
+
+
+def stale_consumers(group: list[ConsumerStats], live: set[str], idle_ms: int) -> list[str]:
+    """The consumers left by stopped daemons: idle longer than ``idle_ms``, nothing pending, no heartbeat.
+
+    >>> stale_consumers([ConsumerStats("a", 0, 900), ConsumerStats("b", 2, 900)], set(), 500)
+    ['a']
+    """
+    return [c.name for c in group if c.idle_ms > idle_ms and c.pending == 0 and c.name not in live]
 
 
 def daemons(client: Any, keys: Keys) -> list[DaemonStats]:
@@ -146,7 +157,11 @@ def rebuild_state(client: Any, keys: Keys) -> dict[str, Any] | None:
 
 
 def collect(
-    client: Any, keys: Keys, interval: float = 0.0, sleep: Callable[[float], None] = time.sleep
+    client: Any,
+    keys: Keys,
+    interval: float = 0.0,
+    sleep: Callable[[float], None] = time.sleep,
+    stale_idle_ms: int = 300_000,
 ) -> Stats:
     """Read a snapshot; with ``interval`` > 0, also the counters' rate over that many seconds.
 
@@ -155,6 +170,7 @@ def collect(
         keys: the key names of the prefix.
         interval: seconds between the two samples of the counters (0: no throughput).
         sleep: how to wait (tests pass a fake).
+        stale_idle_ms: a consumer idle longer than this, with nothing pending and no heartbeat, is stale.
 
     Returns:
         The snapshot; figures of keys that do not exist yet are zeros.
@@ -203,6 +219,8 @@ def collect(
         totals=totals,
         throughput=throughput,
         interval_s=round(interval, 3) if throughput is not None else 0.0,
+        stale=stale_consumers(group_consumers, {d.name for d in live}, stale_idle_ms),
+        stale_idle_ms=stale_idle_ms,
     )
 
 
@@ -302,6 +320,12 @@ def render(stats: Stats) -> str:
         )
     else:
         lines.append("consumers in the group: none")
+    if stats.stale:
+        lines.append(
+            f"stale consumers (idle over {stats.stale_idle_ms / 1000:.0f}s, nothing pending, no heartbeat: "
+            f"left by stopped daemons): {', '.join(stats.stale)}; remove each with "
+            f"`redis-cli XGROUP DELCONSUMER {stats.stream} {GROUP} <name>`"
+        )
     lines.append("")
     if stats.daemons:
         lines.append("live daemons (heartbeats; totals since each started):")

@@ -1,7 +1,9 @@
 """A daemon's side of the input stream: reading (with the in-flight registry), recovering, claiming,
 acknowledging and trimming, in the consumer group ``keys.GROUP``.
 
-New entries are read with XREADGROUP and recorded at once as in flight for their document (lua.REGISTER), and
+New entries are read by a script (lua.READ: XREADGROUP bounded in bytes, every entry larger than
+``max_entry_bytes`` cut short, so a daemon never holds more than ``batch_max_bytes`` of entries whatever the
+input) and recorded at once as in flight for their document, and
 acknowledged by a script that removes them again (lua.ACK). When a batch decides, :meth:`ConsumerStream.inflight`
 returns its documents' in-flight entries after checking, atomically, that the registry holds every pending
 entry of the group (else it is rebuilt from them: entries another consumer read a moment ago and has not yet
@@ -21,6 +23,7 @@ import redis
 
 from dedupd import lua
 from dedupd.connection import RedisClient
+from dedupd.entries import CUT_FIELD
 from dedupd.keys import GROUP, Keys
 from dedupd.planner import sid
 
@@ -28,6 +31,8 @@ log = logging.getLogger(__name__)
 
 RawEntry = tuple[str, dict[bytes, bytes]]
 RECONCILE_LIMIT = 10_000  # pending entries a reconciliation of the in-flight registry looks at
+# a read finds nothing: it asks again after these waits (a blocking XREADGROUP would hand over an entry whole)
+_POLL_S = (0.002, 0.005, 0.01, 0.02, 0.05)
 
 
 def as_text(raw: Any) -> str:
@@ -81,12 +86,22 @@ def entries_of(raw: Any) -> list[RawEntry]:
 class ConsumerStream:
     """One consumer's operations on the input stream."""
 
-    def __init__(self, client: RedisClient, keys: Keys, consumer: str, max_id_bytes: int) -> None:
+    def __init__(
+        self,
+        client: RedisClient,
+        keys: Keys,
+        consumer: str,
+        max_id_bytes: int,
+        max_entry_bytes: int = 10_000_000,
+        keep_bytes: int = 65_536,
+    ) -> None:
         self.client = client
         self.keys = keys
         self.consumer = consumer
         self.max_id_bytes = max_id_bytes
-        self._register = client.register_script(lua.REGISTER)
+        self.max_entry_bytes = max_entry_bytes
+        self.keep_bytes = min(keep_bytes, max_entry_bytes)  # what an entry cut short keeps
+        self._read = client.register_script(lua.READ)
         self._ack = client.register_script(lua.ACK)
         self._lookup = client.register_script(lua.LOOKUP_INFLIGHT)
         self._prune = client.register_script(lua.PRUNE_INFLIGHT)
@@ -100,26 +115,38 @@ class ConsumerStream:
         doc = fields.get(b"id", b"")
         return doc if 0 < len(doc) <= self.max_id_bytes else b""
 
-    def read_new(self, count: int, block_ms: int) -> list[RawEntry]:
-        """Up to ``count`` new entries (waiting up to ``block_ms`` for the first), recorded as in flight."""
-        reply: Any = self.client.xreadgroup(
-            GROUP, self.consumer, {self.keys.docs: ">"}, count=count, block=block_ms
-        )
-        entries = entries_of(reply[0][1] if reply else [])
-        if entries:
-            args: list[Any] = []
-            for entry_id, fields in entries:
-                args += [entry_id, self.doc_field(fields)]
-            self._register(keys=self._stream_keys, args=args)
-        return entries
+    def _bounded(self, mode: str, start: str, count: int, budget: int) -> Any:
+        args: list[Any] = [GROUP, self.consumer, mode, start, count, budget, self.max_entry_bytes]
+        args += [self.keep_bytes, self.max_id_bytes, CUT_FIELD]
+        return self._read(keys=self._stream_keys, args=args)
+
+    def read_new(self, count: int, block_ms: int, budget: int | None = None) -> list[RawEntry]:
+        """Up to ``count`` new entries and ``budget`` bytes (each entry counted at most ``max_entry_bytes``:
+        a larger one comes cut short), waiting up to ``block_ms`` for the first; recorded as in flight."""
+        budget = budget if budget is not None else count * self.max_entry_bytes
+        deadline = time.monotonic() + block_ms / 1000
+        polls = 0
+        while True:
+            entries = entries_of(self._bounded("new", "", count, budget))
+            left = deadline - time.monotonic()
+            if entries or left <= 0 or budget < self.max_entry_bytes:
+                return entries
+            time.sleep(min(_POLL_S[min(polls, len(_POLL_S) - 1)], left))
+            polls += 1
 
     def read_own(self, after: str, count: int) -> tuple[list[RawEntry], list[str]]:
-        """Own pending entries after ``after`` (one delivery more each), and the ids of pending entries
-        that were deleted from the stream meanwhile."""
-        reply: Any = self.client.xreadgroup(GROUP, self.consumer, {self.keys.docs: after}, count=count)
-        raw = reply[0][1] if reply else []
+        """Own pending entries after ``after`` (one delivery more each; a large one cut short), and the ids
+        of pending entries that were deleted from the stream meanwhile."""
+        raw = self._bounded("own", after, count, 0)
         gone = [as_text(entry_id) for entry_id, fields in raw if fields is None]
         return entries_of(raw), gone
+
+    def claim(self, entry_id: str) -> tuple[list[RawEntry], bool]:
+        """Claim one pending entry (one delivery more; a large one cut short): the entry (none when it was
+        acknowledged meanwhile), and whether it was claimed but is deleted from the stream."""
+        raw = self._bounded("claim", entry_id, 1, 0)
+        entries = entries_of(raw)
+        return entries, bool(raw) and not entries
 
     def autoclaim(self, idle_ms: int, cursor: str, count: int) -> tuple[list[str], str]:
         """Take over entries idle for ``idle_ms`` without counting a delivery; returns them and the next cursor."""
