@@ -227,6 +227,8 @@ class Daemon:
         (deferred ones: another consumer claims them after claim_idle_ms, or we read them on a restart)."""
         with contextlib.suppress(*RETRYABLE):
             self.client.delete(self.keys.heartbeat(self.consumer))
+            if self.settings.docs_retention_s is not None:  # what this consumer acknowledged last goes too
+                self.stream.trim(self.settings.docs_retention_s)
             try:
                 if not self.client.xpending_range(
                     self.keys.docs, GROUP, "-", "+", 1, consumername=self.consumer
