@@ -80,6 +80,18 @@ class Every:
         self.last = float("-inf")
 
 
+def kept_length(length: int, used_bytes: int, max_bytes: int) -> int | None:
+    """How many of a stream's ``length`` newest entries to keep so that it holds at most about 90 % of
+    ``max_bytes`` (entries of the average size); None when it is within its bound.
+
+    >>> kept_length(1000, 2_000_000, 1_000_000), kept_length(1000, 900_000, 1_000_000)
+    (450, None)
+    """
+    if used_bytes <= max_bytes or length == 0:
+        return None
+    return int(length * 0.9 * max_bytes / used_bytes)
+
+
 class Daemon:
     """One consumer of the group."""
 
@@ -265,6 +277,7 @@ class Daemon:
             self.stream.trim(self.settings.docs_retention_s)
         if self.prune_seen.due():
             self._prune_seen()
+            self._bound_outputs()
         return result if result is None or result.ack or result.processed or result.dead else None
 
     def handle(self, batch: list[RawEntry], deliveries: dict[str, int] | None) -> BatchResult:
@@ -439,6 +452,23 @@ class Daemon:
         floor = int(time.time() * 1000) - self.settings.seen_ttl_s * 1000
         for stream in (self.keys.alerts, self.keys.baskets, self.keys.dead):
             self.client.zremrangebyscore(self.keys.seen(stream), "-inf", floor)
+
+    def _bound_outputs(self) -> None:
+        """Trim the output streams to their byte bounds (alerts_max_bytes, dead_max_bytes, baskets_max_bytes):
+        the oldest entries go, as with the count bounds."""
+        s = self.settings
+        for stream, bound in (
+            (self.keys.alerts, s.alerts_max_bytes),
+            (self.keys.dead, s.dead_max_bytes),
+            (self.keys.baskets, s.baskets_max_bytes),
+        ):
+            used = self.client.memory_usage(stream)
+            keep = kept_length(int(self.client.xlen(stream)), int(used or 0), bound)
+            if keep is not None:
+                self.client.xtrim(stream, maxlen=keep, approximate=True)
+                log.info(
+                    "trimmed %s to %d entries (%d bytes over its bound of %d)", stream, keep, used, bound
+                )
 
     def held_bytes(self) -> int:
         """The size of the deferred entries this daemon holds."""

@@ -197,6 +197,17 @@ class Settings(BaseSettings):
     basket_retention: int = Field(1_000_000, ge=1, description="baskets kept (approximate)")
     alerts_retention: int = Field(1_000_000, ge=1, description="alerts kept (approximate)")
     dead_retention: int = Field(1_000_000, ge=1, description="dead letters kept (approximate)")
+    alerts_max_bytes: int = Field(
+        256 << 20, ge=4096, description="Redis memory the alerts stream keeps at most (the oldest go first)"
+    )
+    dead_max_bytes: int = Field(
+        256 << 20,
+        ge=4096,
+        description="Redis memory the dead-letter stream keeps at most (the oldest go first)",
+    )
+    baskets_max_bytes: int = Field(
+        512 << 20, ge=4096, description="Redis memory the baskets stream keeps at most (the oldest go first)"
+    )
     dead_letter_max_bytes: int = Field(
         65_536,
         ge=1024,
