@@ -13,8 +13,8 @@ as many different documents cost. Four bounds keep it so:
 - an alert names at most ``max_matches`` matches, plus the best match of every distinct earlier cluster the
   document joins (:func:`alert_matches`).
 
-    >>> ranked(np.array([7, 3, 7, 9, 3, 7], dtype=np.uint32), own=9)
-    ([7, 3], [3, 2])
+    >>> ranked_many({1: (np.array([7, 3, 7, 9, 3, 7], dtype=np.uint32), 9)})
+    {1: [7, 3]}
 """
 
 from __future__ import annotations
@@ -39,20 +39,9 @@ class Bounds:
     max_matches: int = 10
 
 
-def ranked(packed: npt.NDArray[np.uint32], own: int) -> tuple[list[int], list[int]]:
-    """The distinct ids of a document's bucket reads (one id per shared band) and the number of bands each
-    shares with it, most shared first, then oldest (smallest id) first; the document itself left out."""
-    if packed.size == 0:
-        return [], []
-    ids, counts = np.unique(packed, return_counts=True)
-    keep = ids != own
-    ids, counts = ids[keep], counts[keep]
-    order = np.lexsort((ids, -counts))
-    return ids[order].tolist(), counts[order].tolist()
-
-
 def ranked_many(reads: Mapping[int, tuple[npt.NDArray[np.uint32], int]]) -> dict[int, list[int]]:
-    """:func:`ranked` ids of every key's reads (its packed ids and its own id), in one sort for all.
+    """For every key, from its bucket reads (one id per shared band) and its own id (left out): the
+    distinct ids read, most shared bands first, then oldest (smallest id) first; one sort for all keys.
 
     >>> ranked_many({5: (np.array([7, 3, 7], np.uint32), 0), -1: (np.array([2, 2, 9], np.uint32), 9)})
     {5: [7, 3], -1: [2]}
@@ -176,12 +165,7 @@ def evictions(
     hashes, member = bands.ravel(), np.repeat(np.arange(n), width)
     order = np.lexsort((-nums[member].astype(np.int64), roots[member], hashes, band))
     band, hashes, member = band[order], hashes[order], member[order]
-    start = np.ones(order.size, dtype=bool)
-    start[1:] = (
-        (band[1:] != band[:-1]) | (hashes[1:] != hashes[:-1]) | (roots[member[1:]] != roots[member[:-1]])
-    )
-    group = np.cumsum(start) - 1
-    first = np.flatnonzero(start)
+    group, first = _runs(band, hashes, roots[member])
     rank = np.arange(order.size) - first[group]
     with_new = np.maximum.reduceat(new[member].astype(np.int8), first).astype(bool)[group]
     size = np.diff(np.append(first, order.size))[group]
@@ -203,11 +187,8 @@ def _refused(
 ) -> npt.NDArray[np.bool_]:
     """Per (band, hash, member) entry: a document of the batch beyond the first ``full`` of its bucket."""
     order = np.lexsort((member, hashes, band, ~new[member]))  # the batch's documents, per bucket, in order
-    b, h = band[order], hashes[order]
-    start = np.ones(order.size, dtype=bool)
-    start[1:] = (b[1:] != b[:-1]) | (h[1:] != h[:-1])
-    first = np.flatnonzero(start)
-    rank = np.arange(order.size) - first[np.cumsum(start) - 1]
+    group, first = _runs(band[order], hashes[order])
+    rank = np.arange(order.size) - first[group]
     out = np.zeros(order.size, dtype=bool)
     out[order] = new[member[order]] & (rank >= full)
     return out
@@ -226,20 +207,46 @@ def earlier_clusters(
     [([1, 1], [3]), ([1, 5], [10, 5])]
     """
     parent: dict[int, int] = {}
-
-    def find(x: int) -> int:
-        while parent.get(x, x) != x:
-            x = parent[x]
-        return x
-
     out: list[tuple[list[int], list[int]]] = []
     for num, matches in groups:
-        roots = [find(root_of.get(m, m)) for m in matches]
+        roots = [_find(parent, root_of.get(m, m)) for m in matches]
         best: dict[int, int] = {}
         for m, r in zip(matches, roots, strict=True):
             best.setdefault(r, m)
-        top = min([find(num), *best])
-        for r in [find(num), *best]:
+        own = _find(parent, num)
+        top = min([own, *best])
+        for r in [own, *best]:
             parent[r] = top
         out.append((roots, list(best.values())))
     return out
+
+
+def merged_roots(groups: Sequence[tuple[int, int, Sequence[int]]]) -> dict[int, int]:
+    """The cluster root after a batch's unions (document, its root after its union, the roots it merged;
+    in batch order) of each document and each root it merged.
+
+    >>> merged_roots([(10, 3, [3, 7]), (11, 1, [1, 3])])
+    {10: 1, 3: 1, 7: 1, 11: 1, 1: 1}
+    """
+    parent: dict[int, int] = {}
+    for num, root, merged in groups:
+        for r in (num, *merged):
+            parent[r] = root
+        parent.setdefault(root, root)
+    return {x: _find(parent, x) for x in parent}
+
+
+def _find(parent: dict[int, int], x: int) -> int:
+    """The root of ``x`` in a union-find ``parent`` map (an id absent from it is its own root)."""
+    while parent.get(x, x) != x:
+        x = parent[x]
+    return x
+
+
+def _runs(*keys: npt.NDArray[np.generic]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """For parallel keys sorted together: each position's run (equal keys) and each run's first position."""
+    start = np.zeros(keys[0].size, dtype=bool)
+    start[:1] = True
+    for k in keys:
+        start[1:] |= k[1:] != k[:-1]
+    return np.cumsum(start) - 1, np.flatnonzero(start)

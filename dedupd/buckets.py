@@ -59,7 +59,7 @@ def bucket_ops(
     bands: int,
     shift: np.uint64,
     shard_bits: int,
-    names_of: Callable[[npt.NDArray[np.int64], npt.NDArray[np.int64]], list[str]],
+    names_of: NamesOf,
     with_checks: bool,
 ) -> BucketOps | None:
     """Flatten the writes' bucket changes (leaves first, then joins, per document, in batch order).
@@ -92,13 +92,32 @@ def bucket_ops(
     band = np.tile(np.arange(2 * bands, dtype=np.int64) % bands, n)[flat]
     docs = np.repeat(np.arange(n, dtype=np.int64), 2 * bands)[flat]
     ids = np.fromiter((w.num for w in writes), dtype=np.uint32, count=n)[docs]
+    names, name_of, fields = bucket_keys(band, hashes, shift, shard_bits, names_of)
+    return BucketOps(codes, names, name_of, fields, ids.astype("<u4"), docs)
+
+
+NamesOf = Callable[[npt.NDArray[np.int64], npt.NDArray[np.int64]], list[str]]  # (bands, shards) -> key names
+
+
+def bucket_keys(
+    band: npt.NDArray[np.integer],
+    hashes: U64Array,
+    shift: np.uint64,
+    shard_bits: int,
+    names_of: NamesOf,
+) -> tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.uint32]]:
+    """Where the buckets of (band, band hash) pairs live: the distinct bucket hash names, each pair's index
+    into them, and its field (uint32 LE).
+
+    The hash's top ``shard_bits`` pick the bucket hash of its band; the field is the band hash's low 32
+    bits (the key already holds the top bits): two buckets of one hash share a field with probability
+    ~entries/2**32, and then only add candidates.
+    """
+    band = band.astype(np.int64)
     shard = (hashes >> shift).astype(np.int64) if shard_bits else np.zeros_like(band)
     pair, inverse = np.unique((band << 21) | shard, return_inverse=True)
-    # the field is the band hash's low 32 bits (the key already holds its top shard_bits): two buckets of
-    # one hash share a field with probability ~entries/2**32, and then only add candidates
     fields = (hashes & np.uint64(0xFFFFFFFF)).astype("<u4")
-    names = names_of(pair >> 21, pair & ((1 << 21) - 1))
-    return BucketOps(codes, names, inverse.astype(np.int64), fields, ids.astype("<u4"), docs)
+    return names_of(pair >> 21, pair & ((1 << 21) - 1)), inverse.astype(np.int64), fields
 
 
 def _u32(values: npt.NDArray[np.integer] | Sequence[int]) -> bytes:

@@ -26,7 +26,7 @@ from redis.cluster import RedisCluster
 
 from dedupd import lua
 from dedupd.bounds import Bounds
-from dedupd.buckets import ClusterEncoding, DocWrite, KeyCall, SingleEncoding, bucket_ops
+from dedupd.buckets import ClusterEncoding, DocWrite, KeyCall, SingleEncoding, bucket_keys, bucket_ops
 from dedupd.connection import RedisClient, ScriptPipeline, is_cluster
 from dedupd.fingerprint import Fingerprinter
 from dedupd.hashing import U64Array
@@ -37,7 +37,7 @@ from dedupd.spec import IndexSpec
 
 Emitted = tuple[str, list[Any]]  # (input entry id, field/value list) of one output entry
 Packed = npt.NDArray[np.uint32]  # the ids read from a document's buckets, one per shared band
-_NOTHING: Packed = np.zeros(0, dtype=np.uint32)
+NO_IDS: Packed = np.zeros(0, dtype=np.uint32)  # no ids read
 APPLY_CHUNK = 128  # documents per BUCKETS call: a batch of 256 new documents was one 30-70 ms script
 
 
@@ -198,7 +198,7 @@ class Gateway:
 
         Returns:
             For each write, the integer ids found in the buckets it joined (one per shared bucket, possibly
-            itself: see bounds.ranked), or None when its record had changed (process that entry again).
+            itself: see bounds.ranked_many), or None when its record had changed (process that entry again).
         """
         passed = [True] * len(writes)
         if isinstance(self.encoding, ClusterEncoding):
@@ -232,7 +232,7 @@ class Gateway:
                     found.append(None)
                     continue
                 packed = b"".join(parts)
-                found.append(np.frombuffer(packed, dtype="<u4") if packed else _NOTHING)
+                found.append(np.frombuffer(packed, dtype="<u4") if packed else NO_IDS)
             at += size
         if self.cluster:  # a deleted record goes after its buckets are left
             done = [w for w, f in zip(writes, found, strict=True) if w.delete and f is not None]
@@ -249,12 +249,7 @@ class Gateway:
         band, hashes, keep, gone = items[:, 0], items[:, 1], items[:, 2], items[:, 3]
         order = np.lexsort((hashes, band))  # one bucket's evictions together, in their order (stable)
         band, hashes, keep, gone = band[order], hashes[order], keep[order], gone[order]
-        shard = hashes >> self._shift if self.spec.shard_bits else np.zeros_like(hashes)
-        pair, inverse = np.unique((band << np.uint64(21)) | shard, return_inverse=True)
-        names = self._names(
-            (pair >> np.uint64(21)).astype(np.int64), (pair & np.uint64((1 << 21) - 1)).astype(np.int64)
-        )
-        fields = (hashes & np.uint64(0xFFFFFFFF)).astype("<u4")
+        names, inverse, fields = bucket_keys(band, hashes, self._shift, self.spec.shard_bits, self._names)
         slots = np.array([self._keyslot(n) for n in names] if self.cluster else [0] * len(names))[inverse]
         for slot in np.unique(slots).tolist():
             sel = np.flatnonzero(slots == slot)
@@ -297,17 +292,15 @@ class Gateway:
             if rows
             else np.zeros(0, np.int64)
         )
-        shard = (flat >> self._shift).astype(np.int64) if self.spec.shard_bits else np.zeros_like(band)
-        names = self._names(band, shard)
-        fields = (flat & np.uint64(0xFFFFFFFF)).astype("<u4")
+        names, name_of, fields = bucket_keys(band, flat, self._shift, self.spec.shard_bits, self._names)
         pipe = self.client.pipeline(transaction=False)
-        for name, f in zip(names, fields, strict=True):
-            pipe.hget(name, f.tobytes())
-        found = iter(pipe.execute() if names else [])
+        for at, f in zip(name_of.tolist(), fields, strict=True):
+            pipe.hget(names[at], f.tobytes())
+        found = iter(pipe.execute() if flat.size else [])
         out: list[Packed] = []
         for r in rows:
             packed = b"".join(next(found) or b"" for _ in range(r.size))
-            out.append(np.frombuffer(packed, dtype="<u4") if packed else _NOTHING)
+            out.append(np.frombuffer(packed, dtype="<u4") if packed else NO_IDS)
         return out
 
     def roots(self, nums: Sequence[int]) -> list[int]:

@@ -230,6 +230,20 @@ return out
 """
 )
 
+# The position of a member (a 4-byte id) in a bucket's packed value, nil when it is not there.
+_FIND_MEMBER = """
+local sfind = string.find
+local function find(v, id)
+  local from = 1
+  while true do
+    local s = sfind(v, id, from, true)
+    if not s then return nil end
+    if (s - 1) % 4 == 0 then return s end
+    from = s + 1
+  end
+end
+"""
+
 # Band buckets: each bucket is a field (the low 32 bits of the band hash; the hash key holds its top bits)
 # of a Redis hash holding, as its value, the packed little-endian uint32 ids of the documents in it. A
 # document's record is checked and written in the same call, so that two consumers changing one document
@@ -255,22 +269,14 @@ return out
 # holds at most ARGV[8] members, so a call's work is bounded by its ops, whatever the size of a cluster.
 BUCKETS = (
     ENTRY_OF
+    + _FIND_MEMBER
     + f"""
 local ops, kidx, fields, ids, ckidx = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local blob, ends, full = ARGV[6], ARGV[7], 4 * tonumber(ARGV[8])
-local unpack4, sub, byte, call, sfind = struct.unpack, string.sub, string.byte, redis.call, string.find
+local unpack4, sub, byte, call = struct.unpack, string.sub, string.byte, redis.call
 local named = ends ~= ''
 local JOIN, REJOIN, LEAVE, END = {_byte(Op.JOIN)}, {_byte(Op.REJOIN)}, {_byte(Op.LEAVE)}, {_byte(Op.END)}
 local WRITE, DELETE = {_byte(Op.CHECK_WRITE)}, {_byte(Op.CHECK_DELETE)}
-local function find(v, id)
-  local from = 1
-  while true do
-    local s = sfind(v, id, from, true)
-    if not s then return nil end
-    if (s - 1) % 4 == 0 then return s end
-    from = s + 1
-  end
-end
 local out, acc, n_acc = {{}}, {{}}, 0
 local before = {{}}  -- bucket -> bytes of the members it had before this call (a JOIN reads only those)
 local j, c, skip = 0, 0, false
@@ -369,18 +375,11 @@ return 1
 # The older one leaves when the newer one is in that bucket, else the newer one takes its place (it was
 # refused by a full bucket): the bucket keeps the cluster's newest members and never grows. Returns how
 # many changed.
-EVICT = """
+EVICT = (
+    _FIND_MEMBER
+    + """
 local kidx, fields, keep, gone = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local sub, byte, call, sfind = string.sub, string.byte, redis.call, string.find
-local function find(v, id)
-  local from = 1
-  while true do
-    local s = sfind(v, id, from, true)
-    if not s then return nil end
-    if (s - 1) % 4 == 0 then return s end
-    from = s + 1
-  end
-end
+local sub, byte, call = string.sub, string.byte, redis.call
 local n, key, field, v, changed = 0, nil, nil, nil, false
 local function flush()
   if changed then call('HSET', key, field, v) end
@@ -408,6 +407,7 @@ end
 flush()
 return n
 """
+)
 
 # KEYS: the input stream.  ARGV: per entry, its field count n, then n field/value pairs.
 # XADDs every entry (ids chosen by Redis); returns how many.

@@ -28,12 +28,13 @@ from dedupd.bounds import (
     batch_predecessors,
     earlier_clusters,
     evictions,
+    merged_roots,
 )
 from dedupd.connection import ScriptPipeline
 from dedupd.entries import CUT_FIELD, DOC_TOO_LARGE, MAX_DELIVERIES, Entry, Op, parse_entry
 from dedupd.errors import DedupdError, InputError
 from dedupd.fingerprint import Fingerprint
-from dedupd.gateway import Emitted, Gateway, Packed
+from dedupd.gateway import NO_IDS, Emitted, Gateway, Packed
 from dedupd.hashing import U64Array
 from dedupd.matching import Found, choose_candidates, verify_candidates
 from dedupd.planner import Action, Step, byte_runs, doc_write, plan, unique_runs
@@ -51,7 +52,6 @@ PHRASE_WORDS = 3  # words per phrase of a ``baskets = "phrases"`` basket
 MAX_PHRASES = 1000  # distinct phrases a document's basket holds at most (its first ones)
 _MAX_ATTEMPTS = 8
 _NO_BANDS = np.zeros(0, dtype=np.uint64)
-_NO_IDS: Packed = np.zeros(0, dtype=np.uint32)
 _NO_EVICTIONS = np.zeros((0, 4), dtype=np.uint64)
 
 
@@ -74,22 +74,6 @@ def phrases(text: str) -> list[str]:
         if len(seen) >= MAX_PHRASES:
             break
     return list(seen)
-
-
-def _merged_roots(alerting: list[tuple[int, Step]], unions: list[tuple[int, list[int]]]) -> dict[int, int]:
-    """The cluster root, after the run's unions, of each alerting document and each root it merged."""
-    parent: dict[int, int] = {}
-    for (_, step), (root, merged) in zip(alerting, unions, strict=True):
-        for r in (step.num, *merged):
-            parent[r] = root
-        parent.setdefault(root, root)
-
-    def find(x: int) -> int:
-        while parent.get(x, x) != x:
-            x = parent[x]
-        return x
-
-    return {x: find(x) for x in parent}
 
 
 def kept_fields(fields: dict[bytes, bytes], max_bytes: int) -> list[Any]:
@@ -352,7 +336,7 @@ class Processor:
                     continue
                 writes.append(w)
                 at.append(i)
-        found: list[Packed | None] = [_NO_IDS] * len(steps)
+        found: list[Packed | None] = [NO_IDS] * len(steps)
         for i, f in zip(at, gw.apply(writes), strict=True):
             found[i] = f
         gw.forget(
@@ -391,7 +375,7 @@ class Processor:
             if f.size:
                 reads[key] = (f, s.num)  # a query with an indexed document's id is not compared with it
         for i, earlier in self._batch_neighbours(run).items():
-            f, num = reads.get(run.steps[i].num, (_NO_IDS, run.steps[i].num))
+            f, num = reads.get(run.steps[i].num, (NO_IDS, run.steps[i].num))
             reads[num] = (np.concatenate([f, earlier]), num)
         candidates, roots = choose_candidates(self.gateway, reads) if reads else ({}, {})
         found, fps = verify_candidates(self.gateway, own, candidates) if candidates else ({}, {})
@@ -514,7 +498,9 @@ class Processor:
         """(band, band hash, stays, leaves) rows of each older member of a cluster that leaves a bucket: per bucket
         and cluster that a document of this run joined, the members known (the run's alerting documents, and
         the verified candidates read from before it) except the newest KEPT_PER_CLUSTER (bounds.evictions)."""
-        final = _merged_roots(alerting, unions)
+        final = merged_roots(
+            [(step.num, root, merged) for (_, step), (root, merged) in zip(alerting, unions, strict=True)]
+        )
         members: list[tuple[int, int, U64Array]] = []  # (integer id, cluster root after the run, band hashes)
         in_run = {step.num for _, step in alerting}
         for i, step in alerting:

