@@ -46,10 +46,13 @@ for attempt in 1 2 3 4 5; do
   for p in "${PORTS[@]}"; do
     rm -rf "${DIR:?}/$p"
     mkdir -p "$DIR/$p"
-    "$SERVER" --port "$p" --bind 127.0.0.1 --daemonize yes --dir "$DIR/$p" \
+    # DIR/<port>/start.sh starts the node again after a crash (it rejoins from its nodes.conf and AOF)
+    printf '%q ' "$SERVER" --port "$p" --bind 127.0.0.1 --daemonize yes --dir "$DIR/$p" \
       --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout "$TIMEOUT" \
       --appendonly yes --appendfsync everysec --save '' \
-      --pidfile "$DIR/$p/redis.pid" --logfile "$DIR/$p/redis.log"
+      --pidfile "$DIR/$p/redis.pid" --logfile "$DIR/$p/redis.log" >"$DIR/$p/start.sh"
+    echo >>"$DIR/$p/start.sh"
+    bash "$DIR/$p/start.sh"
   done
   up=0
   for p in "${PORTS[@]}"; do

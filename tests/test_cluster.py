@@ -80,6 +80,10 @@ class Cluster:
     def pid(self, port: int) -> int:
         return int((self.dir / str(port) / "redis.pid").read_text())
 
+    def start(self, port: int) -> None:
+        """Start a stopped node again (scripts/cluster-up.sh wrote its command line)."""
+        subprocess.run(["bash", str(self.dir / str(port) / "start.sh")], check=True, timeout=30)
+
     def down(self) -> None:
         subprocess.run(
             ["bash", str(SCRIPTS / "cluster-down.sh"), str(self.dir)],
@@ -235,14 +239,27 @@ def _primary_of(client: Any, key: str) -> int:
 def test_failover_of_a_primary_mid_run_loses_and_doubles_nothing(
     own_cluster: Cluster, tmp_path: Path
 ) -> None:
-    """SIGKILL the primary holding the input stream while two daemons work; its replica takes over."""
+    """SIGKILL the primary holding the input stream while two daemons work; its replica takes over.
+
+    Replication is asynchronous: only with ``wait_replicas`` is a batch acknowledged once a replica has its
+    writes, so nothing acknowledged dies with the primary. The killed node is started again after the
+    promotion (as an operator would) and rejoins as the new primary's replica; until then the promoted
+    primary has no replica, and batches touching it stay pending.
+    """
     client = own_cluster.client()
     docs, expected = pairs_corpus(1500, 73, words=60)
     inputs = push_corpus(client, docs)
     victim_port = _primary_of(client, Keys().docs)
     time.sleep(0.5)  # let the replicas catch up with the push (replication is asynchronous)
     daemons = [
-        serve(own_cluster.url, tmp_path / f"serve-{k}.log", "--batch-size", "50", DEDUPD_CLAIM_IDLE_MS="3000")
+        serve(
+            own_cluster.url,
+            tmp_path / f"serve-{k}.log",
+            "--batch-size",
+            "50",
+            DEDUPD_CLAIM_IDLE_MS="3000",
+            DEDUPD_WAIT_REPLICAS="1",
+        )
         for k in range(2)
     ]
     wait_for(lambda: counter(client, "processed") >= 300, 120, "300 documents processed")
@@ -279,6 +296,7 @@ def test_failover_of_a_primary_mid_run_loses_and_doubles_nothing(
         "50",
         "--consumer",
         "late",
+        DEDUPD_WAIT_REPLICAS="1",
     )
     daemons.append(late)
     wait_for(
@@ -287,6 +305,7 @@ def test_failover_of_a_primary_mid_run_loses_and_doubles_nothing(
         "the late daemon to join the group",
         poll=0.1,
     )
+    own_cluster.start(victim_port)  # it comes back as the promoted primary's replica
     wait_for(lambda: _drained(fresh, len(docs)), 240, "every entry processed after the failover", poll=0.2)
     for d in daemons:
         assert d.proc.poll() is None, d.stderr  # carried on
