@@ -163,3 +163,32 @@ def test_eviction_keeps_the_newer_member_in_the_bucket(r: redis.Redis, redis_url
     gw.evict(pipe, np.array([[0, h, 4, 9]], dtype=np.uint64))  # 9 is not there: nothing changes
     assert pipe.execute() == [1, 1, 0]
     assert np.frombuffer(r.hget(name, field), dtype="<u4").tolist() == [3]
+
+
+def test_a_batch_over_one_bucket_call_reads_what_one_call_would(r: redis.Redis, redis_url: str) -> None:
+    """A batch's BUCKETS calls come in chunks of APPLY_CHUNK documents; a later chunk must not read the
+    copies an earlier chunk of the same batch put in the buckets (up to bucket_members of them per bucket:
+    the old code verified ~50 candidates per copy in a flood, against ~16 in the first chunk)."""
+    from dedupd import gateway, processor
+
+    rng = random.Random(11)
+    base = text(rng, 100)
+    n = 3 * gateway.APPLY_CHUNK
+    push(r, [{"id": f"copy-{i}", "text": variant(rng, base, 1)} for i in range(n)])
+    daemon = make_daemon(redis_url, batch_size=n, max_candidates=1000)
+    counts: list[int] = []
+    real = processor.verify_candidates
+
+    def counting(gw, own, candidates):  # type: ignore[no-untyped-def]
+        counts.extend(len(c) for c in candidates.values())
+        return real(gw, own, candidates)
+
+    processor.verify_candidates = counting  # type: ignore[assignment]
+    try:
+        drain(daemon)
+    finally:
+        processor.verify_candidates = real  # type: ignore[assignment]
+    assert len(counts) == n - 1
+    # one batch: what a document reads is the nearest earlier copy per band (bounds.batch_predecessors)
+    assert max(counts) <= 25, sorted(counts)[-10:]
+    assert len(alerts(r)) == n - 1
