@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from dedupd.lsh import column_bands
+
 Found = tuple[str, float, int]  # a verified match: (document id, similarity, integer id)
 KEPT_PER_CLUSTER = 2  # members of one cluster a bucket keeps (the newest): one can be deleted, one stays
 BATCH_NEIGHBOURS = 1  # per band, the nearest earlier documents of its batch with its hash a document sees
@@ -110,19 +112,26 @@ def alert_matches(found: Sequence[Found], roots: Sequence[int], limit: int) -> l
 
 
 def batch_predecessors(
-    bands: npt.NDArray[np.uint64], depth: int
+    bands: npt.NDArray[np.uint64], depth: int, n_bands: int | None = None, prefix_depth: int = 0
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """(row, earlier row) pairs of a batch's band-hash rows (one row per document, in batch order), as two
     arrays: in each band, the ``depth`` nearest earlier rows with the same hash (a pair once per band it
     shares). A bucket holds what was there before the batch; this way the batch's documents see the newest
-    ones of the batch before them.
+    ones of the batch before them. Columns from ``n_bands`` on are all one band (lsh.column_bands): the
+    shingle prefixes of short documents, where the ``prefix_depth`` nearest earlier rows are seen (a shingle
+    is shared by documents far under the threshold; the one that is over it may be further back); a 0 is
+    no hash.
 
     >>> [a.tolist() for a in batch_predecessors(np.array([[1, 5], [1, 6], [1, 5]], np.uint64), 1)]
     [[1, 2, 2], [0, 1, 0]]
+    >>> [a.tolist() for a in batch_predecessors(np.array([[1, 5], [2, 5], [3, 5]], np.uint64), 1, 1, 2)]
+    [[1, 2, 2], [0, 1, 0]]
     """
     n, width = bands.shape
-    band = np.tile(np.arange(width, dtype=np.uint64), n)
+    band = np.tile(column_bands(width, width if n_bands is None else n_bands).astype(np.uint64), n)
     hashes, row = bands.ravel(), np.repeat(np.arange(n, dtype=np.int64), width)
+    some = np.flatnonzero(hashes)
+    band, hashes, row = band[some], hashes[some], row[some]
     order = np.lexsort((row, hashes, band))  # per band and hash, in batch order: one sort for all bands
     b, h, r = band[order], hashes[order], row[order]
     later, earlier = [], []
@@ -130,6 +139,13 @@ def batch_predecessors(
         same = np.flatnonzero((b[d:] == b[:-d]) & (h[d:] == h[:-d]))
         later.append(r[same + d])
         earlier.append(r[same])
+    if n_bands is not None and prefix_depth > depth:
+        at = np.flatnonzero(b == n_bands)  # the prefix band sorts last
+        ph, pr = h[at], r[at]
+        for d in range(depth + 1, min(prefix_depth, ph.size - 1) + 1):
+            same = np.flatnonzero(ph[d:] == ph[:-d])
+            later.append(pr[same + d])
+            earlier.append(pr[same])
     if not later:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     return np.concatenate(later), np.concatenate(earlier)
@@ -142,6 +158,7 @@ def evictions(
     new: npt.NDArray[np.bool_],
     keep: int,
     full: int | None = None,
+    n_bands: int | None = None,
 ) -> npt.NDArray[np.uint64]:
     """The (band, band hash, stays, leaves) evictions (rows) that leave each bucket with the ``keep`` newest
     members (largest integer id) of each cluster.
@@ -153,7 +170,8 @@ def evictions(
     and so on, the others to the newest (lua.EVICT: a newer member the bucket refused takes the older one's
     place, so the kept ones get in even when a full bucket refused them). With ``full`` (bucket_members),
     the documents of the batch (rows in batch order) beyond the first ``full`` of a bucket are not evicted
-    from it: it refused them.
+    from it: it refused them. Columns from ``n_bands`` on are all one band (lsh.column_bands); a 0 is no
+    hash.
 
     >>> bands = np.array([[7, 1], [7, 2], [7, 1], [7, 3]], np.uint64)
     >>> evictions(bands, np.array([9, 8, 5, 4], np.uint64), np.array([1, 1, 1, 1], np.uint64),
@@ -161,8 +179,12 @@ def evictions(
     [[0, 7, 8, 4], [0, 7, 9, 5]]
     """
     n, width = bands.shape
-    band = np.tile(np.arange(width, dtype=np.uint64), n)
+    band = np.tile(column_bands(width, width if n_bands is None else n_bands).astype(np.uint64), n)
     hashes, member = bands.ravel(), np.repeat(np.arange(n), width)
+    some = np.flatnonzero(hashes)  # 0: no hash (a shorter row, padded)
+    if not some.size:
+        return np.zeros((0, 4), dtype=np.uint64)
+    band, hashes, member = band[some], hashes[some], member[some]
     order = np.lexsort((-nums[member].astype(np.int64), roots[member], hashes, band))
     band, hashes, member = band[order], hashes[order], member[order]
     group, first = _runs(band, hashes, roots[member])

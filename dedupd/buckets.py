@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dedupd.hashing import U64Array
+from dedupd.lsh import column_bands, pad_rows
 from dedupd.lua import Op
 
 _NO_BANDS = np.zeros(0, dtype=np.uint64)
@@ -67,30 +68,28 @@ def bucket_ops(
     Returns None when there is nothing to send.
     """
     n = len(writes)
-    table = np.zeros((n, 2 * bands), dtype=np.uint64)
-    keep = np.zeros((n, 2 * bands), dtype=bool)
-    # a write's removes and adds are a whole row of band hashes each, or none (0 = leave that band alone)
-    removing = [i for i, w in enumerate(writes) if w.remove.size]
-    if removing:
-        table[removing, :bands] = np.stack([writes[i].remove for i in removing])
-        keep[removing, :bands] = table[removing, :bands] != 0
-    adding = [i for i, w in enumerate(writes) if w.add.size]
-    if adding:
-        table[adding, bands:] = np.stack([writes[i].add for i in adding])
-        keep[adding, bands:] = True
-    n_removes = keep[:, :bands].sum(axis=1).tolist()
+    # a write's removes and adds are rows of band hashes (0 = leave that band alone); a short document's
+    # rows go on past the LSH bands with its shingle prefix (lsh.column_bands)
+    width = max([bands, *(w.remove.size for w in writes), *(w.add.size for w in writes)])
+    table = np.concatenate(
+        [pad_rows([w.remove for w in writes], width), pad_rows([w.add for w in writes], width)], axis=1
+    )
+    keep = table != 0
+    n_removes = keep[:, :width].sum(axis=1).tolist()
+    n_adds = keep[:, width:].sum(axis=1).tolist()
     leave, join, rejoin, end = Op.LEAVE.value, Op.JOIN.value, Op.REJOIN.value, Op.END.value
     codes: list[bytes] = []
-    for w, n_r in zip(writes, n_removes, strict=True):
+    for w, n_r, n_a in zip(writes, n_removes, n_adds, strict=True):
         if with_checks and w.expected is not None:
             codes.append(w.check_op.value)
-        codes.append(leave * n_r + (rejoin if w.rejoin else join) * w.add.size + end)
+        codes.append(leave * n_r + (rejoin if w.rejoin else join) * n_a + end)
     flat = keep.ravel()
     if not flat.any() and not (with_checks and any(w.expected is not None for w in writes)):
         return None
     hashes = table.ravel()[flat]
-    band = np.tile(np.arange(2 * bands, dtype=np.int64) % bands, n)[flat]
-    docs = np.repeat(np.arange(n, dtype=np.int64), 2 * bands)[flat]
+    one = column_bands(width, bands)
+    band = np.tile(np.concatenate([one, one]), n)[flat]
+    docs = np.repeat(np.arange(n, dtype=np.int64), 2 * width)[flat]
     ids = np.fromiter((w.num for w in writes), dtype=np.uint32, count=n)[docs]
     names, name_of, fields = bucket_keys(band, hashes, shift, shard_bits, names_of)
     return BucketOps(codes, names, name_of, fields, ids.astype("<u4"), docs)

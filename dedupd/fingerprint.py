@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dedupd.hashing import U64Array
+from dedupd.hashing import U64Array, fmix64
+from dedupd.lsh import SHORT_SHINGLES, prefix_length
 from dedupd.minhash import EMPTY, make_hasher
 from dedupd.shingling import Shingler, distinct32, distinct64, normalize
 from dedupd.spec import IndexSpec
@@ -125,8 +126,17 @@ class Fingerprinter:
                 )
         return out
 
-    def band_hashes(self, fps: Sequence[Fingerprint]) -> U64Array:
-        """Band hashes, shape (len(fps), bands)."""
+    def band_hashes(self, fps: Sequence[Fingerprint]) -> list[U64Array]:
+        """Each document's band hashes: one per LSH band, then, for a short document (at most
+        SHORT_SHINGLES distinct shingles), the prefix of its sorted 64-bit shingle hashes that finds every
+        document at the threshold or above (lsh.prefix_length): their buckets are band ``bands``."""
         if not fps:
-            return np.zeros((0, self.lsh.bands), dtype=np.uint64)
-        return self.lsh.band_hashes(np.stack([fp.signature for fp in fps]))
+            return []
+        rows = list(self.lsh.band_hashes(np.stack([fp.signature for fp in fps])))
+        t = self.spec.threshold
+        for i, fp in enumerate(fps):
+            hs = fp.hashes
+            if hs is not None and 0 < hs.size <= SHORT_SHINGLES:
+                # the smallest hashes are the prefix; mixed again so that their buckets spread like others
+                rows[i] = np.concatenate([rows[i], fmix64(hs[: prefix_length(hs.size, t)])])
+        return rows

@@ -31,6 +31,7 @@ from dedupd.connection import RedisClient, ScriptPipeline, is_cluster
 from dedupd.fingerprint import Fingerprinter
 from dedupd.hashing import U64Array
 from dedupd.keys import Keys, Meta
+from dedupd.lsh import column_bands
 from dedupd.planner import DocState, sid
 from dedupd.record import Record, decode_records, record_doc_id
 from dedupd.spec import IndexSpec
@@ -316,7 +317,7 @@ class Gateway:
         rows = [np.asarray(b, dtype=np.uint64) for b in bands]
         flat = np.concatenate(rows) if rows else np.zeros(0, dtype=np.uint64)
         band = (
-            np.concatenate([np.arange(r.size, dtype=np.int64) for r in rows])
+            np.concatenate([column_bands(r.size, self.spec.bands) for r in rows])
             if rows
             else np.zeros(0, np.int64)
         )
@@ -394,11 +395,11 @@ class Gateway:
     def _names(self, band_of: npt.NDArray[np.int64], shard_of: npt.NDArray[np.int64]) -> list[str]:
         """Bucket hash key names (from a table made once when it is small enough, else a cache)."""
         per_band = 1 << self.spec.shard_bits
-        if self._key_table is None and self.spec.bands * per_band <= 1 << 21:
+        if self._key_table is None and (self.spec.bands + 1) * per_band <= 1 << 21:
             self._key_table = np.array(
                 [
                     self.keys.buckets(self.generation, b, sh)
-                    for b in range(self.spec.bands)
+                    for b in range(self.spec.bands + 1)  # and the short documents' shingle prefixes
                     for sh in range(per_band)
                 ],
                 dtype=object,

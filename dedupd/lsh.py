@@ -13,6 +13,8 @@ P(.2)=.006, P(.3)=.047, P(.4)=.186, P(.5)=.470, P(.6)=.802, P(.7)=.975, P(.8)=.9
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +28,48 @@ _GRID = np.linspace(0.0, 1.0, 2001)
 # (an extra candidate costs a check; a missed one is lost). At 0.8/128 they choose 25 x 5.
 DEFAULT_FP_WEIGHT = 0.0001
 DEFAULT_FN_WEIGHT = 0.9999
+# A document of at most this many distinct shingles is also indexed by a prefix of its shingle hashes (one
+# more "band" of buckets, numbered ``bands``): its MinHash, a few values copied into most of its 128 bins,
+# can agree nowhere with a near-duplicate's (see prefix_length)
+SHORT_SHINGLES = 32
+
+
+def prefix_length(n: int, threshold: float) -> int:
+    """How many of a set's ``n`` elements, the smallest in one global order, index it so that every set with
+    Jaccard similarity >= ``threshold`` to it shares one of them (prefix filtering: n - ceil(t * n) + 1).
+
+    Two sets with Jaccard >= t share o >= t * max(|x|, |y|) elements; the smallest shared one has at most o - 1
+    after it in either set, so it is among the first |x| - ceil(t |x|) + 1 of x and of y.
+
+    >>> prefix_length(5, 0.8), prefix_length(5, 0.5), prefix_length(1, 0.8)
+    (2, 3, 1)
+    """
+    return n - math.ceil(threshold * n - 1e-9) + 1
+
+
+def column_bands(width: int, bands: int) -> npt.NDArray[np.int64]:
+    """The band of each column of a row of band hashes: the LSH bands, then the short-document prefix, all of
+    band ``bands``.
+
+    >>> column_bands(5, 3).tolist()
+    [0, 1, 2, 3, 3]
+    """
+    return np.minimum(np.arange(width, dtype=np.int64), bands)
+
+
+def pad_rows(rows: Sequence[U64Array], width: int = 0) -> U64Array:
+    """Rows of band hashes of different lengths as one table, at least ``width`` wide (0 = no hash).
+
+    >>> pad_rows([np.array([1, 2], np.uint64), np.array([3], np.uint64)]).tolist()
+    [[1, 2], [3, 0]]
+    """
+    width = max([width, *(r.size for r in rows)])
+    if all(r.size == width for r in rows):
+        return np.stack(rows) if rows else np.zeros((0, width), dtype=np.uint64)
+    out = np.zeros((len(rows), width), dtype=np.uint64)
+    for i, r in enumerate(rows):
+        out[i, : r.size] = r
+    return out
 
 
 def candidate_probability(

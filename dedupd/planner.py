@@ -174,10 +174,11 @@ def doc_write(
         return w
     w.add = new_bands
     w.rejoin = step.action is Action.REJOIN
-    # leave only the buckets that change (0 = leave that band alone)
-    w.remove = (
-        old_bands if old_bands.size != new_bands.size else np.where(old_bands != new_bands, old_bands, 0)
-    )
+    # leave only the buckets that change (0 = leave that band alone); a short document's shingle prefix
+    # (past the LSH bands) may have grown or shrunk
+    same = min(old_bands.size, new_bands.size)
+    w.remove = old_bands.copy()
+    w.remove[:same] = np.where(old_bands[:same] != new_bands[:same], old_bands[:same], 0)
     if step.action is Action.APPLY:
         e = step.entry
         w.record = encode_record(e.doc_id, new, e.entry_id, e.source, store_shingles)

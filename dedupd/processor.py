@@ -36,6 +36,7 @@ from dedupd.errors import DedupdError, InputError
 from dedupd.fingerprint import Fingerprint
 from dedupd.gateway import NO_IDS, Emitted, Gateway, Packed
 from dedupd.hashing import U64Array
+from dedupd.lsh import pad_rows
 from dedupd.matching import Found, choose_candidates, verify_candidates
 from dedupd.planner import Action, Step, byte_runs, doc_write, plan, unique_runs
 from dedupd.settings import Settings
@@ -396,7 +397,12 @@ class Processor:
         ]
         if len(rows) < 2:
             return {}
-        later, earlier = batch_predecessors(np.stack([run.bands[i] for i in rows]), BATCH_NEIGHBOURS)
+        later, earlier = batch_predecessors(
+            pad_rows([run.bands[i] for i in rows]),
+            BATCH_NEIGHBOURS,
+            self.spec.bands,
+            self.gateway.bounds.bucket_members,
+        )
         if not later.size:
             return {}
         nums = np.array([run.steps[i].num for i in rows], dtype=np.uint32)
@@ -516,10 +522,11 @@ class Processor:
         members += [(n, final[root_of[n]], row) for n, row in zip(olds, rows, strict=True)]
         nums = np.array([m[0] for m in members], dtype=np.uint64)
         roots = np.array([m[1] for m in members], dtype=np.uint64)
-        table = np.stack([m[2] for m in members])
+        table = pad_rows([m[2] for m in members])
         new = np.zeros(len(members), dtype=bool)
         new[: len(members) - len(olds)] = True
-        return evictions(table, nums, roots, new, KEPT_PER_CLUSTER, self.gateway.bounds.bucket_members)
+        full = self.gateway.bounds.bucket_members
+        return evictions(table, nums, roots, new, KEPT_PER_CLUSTER, full, self.spec.bands)
 
     def _replies(self, pipe: ScriptPipeline, queries: list[Entry], matches: dict[str, list[Found]]) -> None:
         """Queue the verdicts of the queries, one call per reply stream."""

@@ -71,7 +71,9 @@ def test_alert_size_does_not_grow_with_the_cluster() -> None:
 @settings(max_examples=300)
 @given(
     st.lists(
-        st.tuples(st.lists(st.integers(0, 2), min_size=3, max_size=3), st.integers(0, 2), st.booleans()),
+        st.tuples(
+            st.lists(st.integers(1, 3), min_size=3, max_size=3), st.integers(0, 2), st.booleans()
+        ),  # 0: none
         max_size=14,
     ),
     st.integers(1, 3),

@@ -46,4 +46,5 @@ def test_empty_text_is_empty_and_unbanded() -> None:
     fpr = Fingerprinter(IndexSpec("word:3", 64, 5, 8, 8))
     empty, full = fpr.compute(["   ", "some words here"])
     assert empty.empty and not full.empty
-    assert fpr.band_hashes([full]).shape == (1, 8)
+    (row,) = fpr.band_hashes([full])
+    assert row.shape == (9,)  # 8 bands, and the one shingle of a short document (lsh.prefix_length)

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dedupd.errors import ConfigError
-from dedupd.lsh import LSHParams, candidate_probability
+from dedupd.lsh import (
+    SHORT_SHINGLES,
+    LSHParams,
+    candidate_probability,
+    column_bands,
+    pad_rows,
+    prefix_length,
+)
 
 
 @pytest.mark.parametrize(
@@ -64,3 +73,34 @@ def test_band_hashes_change_only_in_changed_band() -> None:
     same = np.zeros((1, 12), dtype=np.uint32)
     h = p.band_hashes(same)[0]
     assert len(set(h.tolist())) == 4
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.sets(st.integers(0, 40), min_size=1, max_size=SHORT_SHINGLES),
+    st.sets(st.integers(0, 40), min_size=1, max_size=SHORT_SHINGLES),
+    st.sampled_from([0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95]),
+)
+def test_prefixes_of_similar_sets_share_an_element(x: set[int], y: set[int], t: float) -> None:
+    """Prefix filtering against brute force: whenever the exact Jaccard is at least t, the smallest
+    prefix_length elements of each set meet (so a short document finds every near-duplicate through them)."""
+    if len(x & y) / len(x | y) < t:
+        return
+    px = sorted(x)[: prefix_length(len(x), t)]
+    py = sorted(y)[: prefix_length(len(y), t)]
+    assert set(px) & set(py)
+
+
+def test_prefix_length_is_the_shortest_that_works() -> None:
+    """One element fewer and a pair at the threshold can miss: {0..4} and {1..5} at J = 4/6."""
+    x, y, t = set(range(5)), set(range(1, 6)), 4 / 6
+    assert len(x & y) / len(x | y) >= t
+    n = prefix_length(5, t)
+    assert set(sorted(x)[:n]) & set(sorted(y)[:n])
+    assert not set(sorted(x)[: n - 1]) & set(sorted(y)[: n - 1])
+
+
+def test_short_document_columns_are_one_band() -> None:
+    assert column_bands(4, 2).tolist() == [0, 1, 2, 2]
+    table = pad_rows([np.array([5], np.uint64), np.array([1, 2, 3], np.uint64)], 2)
+    assert table.tolist() == [[5, 0, 0], [1, 2, 3]]
