@@ -10,8 +10,8 @@ its record is checked and written and it joins each of its buckets, reading who 
 sees every document inserted before it, including earlier ones of the same batch and ones a concurrent
 consumer inserted a moment before.
 
-Ids, tombstones and the union-find of clusters are shared by the generations; only the serving
-generation's gateway forgets ids and leaves tombstones.
+Ids, tombstones and the union-find of clusters (unionfind.py) are shared by the generations; only the
+serving generation's gateway forgets ids, leaves tombstones and removes deleted documents' union-find nodes.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 from redis.cluster import RedisCluster
 
-from dedupd import lua
+from dedupd import lua, unionfind
 from dedupd.bounds import Bounds
 from dedupd.buckets import ClusterEncoding, DocWrite, KeyCall, SingleEncoding, bucket_keys, bucket_ops
 from dedupd.connection import RedisClient, ScriptPipeline, is_cluster
@@ -64,6 +64,8 @@ def open_spec(client: RedisClient, keys: Keys, spec: IndexSpec) -> tuple[IndexSp
         raw = client.hget(keys.meta, Meta.SPEC)
         assert raw is not None
     spec.require_same(IndexSpec.from_json(raw), keys.prefix)
+    # the union-find counts children from here on: the ids given out before (an earlier version) stay uncounted
+    client.register_script(unionfind.SET_FLOOR)(keys=[keys.uf_floor, keys.id_seq])
     return spec, int(gen or 0)
 
 
@@ -125,10 +127,11 @@ class Gateway:
         self.cluster = is_cluster(client)
         self.encoding = ClusterEncoding(self._keyslot) if self.cluster else SingleEncoding()
         reg = client.register_script
-        self._resolve, self._forget = reg(lua.RESOLVE_IDS), reg(lua.FORGET_IDS)
+        self._resolve, self._forget = reg(lua.RESOLVE_IDS), reg(unionfind.FORGET_IDS)
         self._buckets, self._cas, self._versions = reg(lua.BUCKETS), reg(lua.RECORD_CAS), reg(lua.VERSIONS)
-        self._emit, self._union = reg(lua.EMIT_MANY), reg(lua.UNION_ROOTS)
-        self._reply, self._roots, self._evict = reg(lua.REPLY), reg(lua.FIND_ROOTS), reg(lua.EVICT)
+        self._emit, self._union = reg(lua.EMIT_MANY), reg(unionfind.UNION_ROOTS)
+        self._reply, self._roots, self._evict = reg(lua.REPLY), reg(unionfind.FIND_ROOTS), reg(lua.EVICT)
+        self._uf = [keys.uf_parent, keys.uf_children, keys.uf_gone, keys.uf_floor]
         self._shift = np.uint64(64 - spec.shard_bits)
         self._key_table: npt.NDArray[np.object_] | None = None
         self._key_cache: dict[tuple[int, int], str] = {}
@@ -298,14 +301,15 @@ class Gateway:
         return [next(ok) if w.expected is not None else True for w in writes]
 
     def forget(self, deleted: Sequence[tuple[str, int, str]]) -> None:
-        """Deleted documents (doc id, integer id or 0, the delete's entry id): forget their ids and leave
-        tombstones (serving generation only: a rebuild's generation shares the ids)."""
+        """Deleted documents (doc id, integer id or 0, the delete's entry id): forget their ids, remove their
+        union-find nodes (those still linking other documents stay until their last child goes) and leave
+        tombstones, in one script call (serving generation only: a rebuild's generation shares the ids)."""
         if not deleted or not self.serving:
             return
         args: list[Any] = [int(time.time() * 1000), self.tombstone_ttl_s * 1000]
         for doc_id, num, entry_id in deleted:
             args += [doc_id, num, entry_id]
-        keys = [self.keys.id_forward, self.keys.tombstones, self.keys.tombstone_expiry]
+        keys = [*self._uf, self.keys.id_forward, self.keys.tombstones, self.keys.tombstone_expiry]
         pipe = ScriptPipeline(self.client)
         pipe.script(self._forget, keys, args)
         pipe.execute()
@@ -361,17 +365,20 @@ class Gateway:
             args += [marker, len(pairs) // 2, *pairs]
         pipe.script(self._emit, [stream, self.keys.seen(stream)], args)
 
-    def union(self, groups: Sequence[tuple[int, Sequence[int]]]) -> list[tuple[int, list[int]]]:
-        """Union each document with its matches (union-find in Redis, one union per distinct cluster root).
+    def union(self, groups: Sequence[tuple[int, Sequence[tuple[int, str]]]]) -> list[tuple[int, list[int]]]:
+        """Union each document with its matches, (integer id, document id) each (union-find in Redis, one
+        union per distinct cluster root; a match deleted meanwhile and gone from the union-find joins nothing).
 
         Returns:
             Per group, the root of the document's cluster after it, and the root each match had before
             (before the document joined: its earlier cluster).
         """
-        args: list[int] = []
+        args: list[int | str] = []
         for num, matches in groups:
-            args += [num, len(matches), *matches]
-        reply: list[Any] = self._union(keys=[self.keys.uf_parent], args=args)
+            args += [num, len(matches)]
+            for match in matches:
+                args += match
+        reply: list[Any] = self._union(keys=[*self._uf, self.keys.id_forward], args=args)
         out: list[tuple[int, list[int]]] = []
         at = 0
         for _, matches in groups:

@@ -152,8 +152,25 @@ class Keys:
 
     @property
     def uf_parent(self) -> str:
-        """Hash: integer id -> parent integer id (union-find of duplicate clusters)."""
+        """Hash: integer id -> parent integer id (union-find of duplicate clusters; a root has no entry)."""
         return f"{self._ids_tag}:uf"
+
+    @property
+    def uf_children(self) -> str:
+        """Hash: integer id -> how many union-find nodes have it as their parent (only when some do)."""
+        return f"{self._ids_tag}:ufn"
+
+    @property
+    def uf_gone(self) -> str:
+        """Hash: integer id of a deleted document whose union-find node stays because others still point to
+        it (a tombstone node) -> 1. It goes with its last child."""
+        return f"{self._ids_tag}:ufd"
+
+    @property
+    def uf_floor(self) -> str:
+        """String: the highest integer id whose union-find children were not counted (ids given out before
+        the counts existed, by an earlier version of dedupd); their nodes are never removed."""
+        return f"{self._ids_tag}:uf0"
 
     # --- per document and per band ---
     def doc(self, num: int, generation: int = 0) -> str:
