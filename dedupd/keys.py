@@ -177,6 +177,16 @@ class Keys:
         """One document's packed record (see record.py) in one index generation."""
         return f"{self.prefix}:doc:{generation}:{num}"
 
+    def leaving(self, num: int, generation: int = 0) -> str:
+        """String in the slot of a document's record (its hash tag is the record's name), Redis Cluster
+        only: the packed band hashes (uint64 LE, one row of ``bands`` per earlier version, 0 = none) of the
+        buckets a record write left behind until its bucket writes are confirmed (gateway.apply)."""
+        return f"{{{self.doc(num, generation)}}}:leave"
+
+    def leaving_pattern_of(self, generation: int | str) -> str:
+        """SCAN pattern matching the :meth:`leaving` keys of one generation (``"*"``: of every one)."""
+        return f"{{{self.prefix}:doc:{generation}:*}}:leave"
+
     @property
     def doc_pattern(self) -> str:
         """SCAN pattern matching every document record of every generation."""

@@ -259,14 +259,33 @@ return out
 """
 )
 
-# The record check of BUCKETS alone, for Redis Cluster (a record and its buckets live in other slots).
-# KEYS: the record.  ARGV: op (an Op CHECK* code), the entry id it was read with, the new record.
+# The record check of BUCKETS alone, for Redis Cluster (a record and its buckets live in other slots; see
+# cluster_records.py). KEYS: the record, its leaving key (keys.leaving: same slot).  ARGV: op (an Op CHECK* code),
+# the entry id it was read with, the new record, the packed band hashes of the buckets this write leaves ('' =
+# none). Returns {0, ''} when the record changed since it was read (nothing written); else {1, the band hashes
+# earlier writes left to leave ('' = none)}, and a write adds its own to them.
 RECORD_CAS = (
     ENTRY_OF
     + f"""
-if entry_of(redis.call('GET', KEYS[1])) ~= ARGV[2] then return 0 end
-if ARGV[1] == '{Op.CHECK_WRITE.value.decode()}' then redis.call('SET', KEYS[1], ARGV[3])
+if entry_of(redis.call('GET', KEYS[1])) ~= ARGV[2] then return {{0, ''}} end
+local left = redis.call('GET', KEYS[2]) or ''
+if ARGV[1] == '{Op.CHECK_WRITE.value.decode()}' then
+  redis.call('SET', KEYS[1], ARGV[3])
+  if ARGV[4] ~= '' then redis.call('SET', KEYS[2], left .. ARGV[4]) end
 elseif ARGV[1] == '{Op.CHECK_DELETE.value.decode()}' then redis.call('DEL', KEYS[1]) end
+return {{1, left}}
+"""
+)
+
+# After the buckets of a RECORD_CAS write are written (Redis Cluster). KEYS: the record, its leaving key.
+# ARGV: the version (input entry id) the write left the record at, '1' to delete the record (a delete).
+# Unless the record changed since: deletes it if asked, and forgets the buckets to leave (they are left).
+RECORD_SETTLE = (
+    ENTRY_OF
+    + """
+if entry_of(redis.call('GET', KEYS[1])) ~= ARGV[1] then return 0 end
+if ARGV[2] == '1' then redis.call('DEL', KEYS[1]) end
+redis.call('DEL', KEYS[2])
 return 1
 """
 )
