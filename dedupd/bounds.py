@@ -9,7 +9,7 @@ as many different documents cost. Four bounds keep it so:
   through the newer ones; deleting old documents (retention by age) takes nothing from the buckets;
 - at most ``max_candidates`` candidates of a document are verified, chosen so that every distinct cluster
   among them is represented (:func:`pick_candidates`);
-- a document is unioned with one match per distinct cluster root (lua.UNION_ROOTS);
+- a document is unioned with one match per distinct cluster root (unionfind.UNION_ROOTS);
 - an alert names at most ``max_matches`` matches, plus the best match of every distinct earlier cluster the
   document joins (:func:`alert_matches`).
 
@@ -223,7 +223,8 @@ def earlier_clusters(
     the document joined it, and the best match of each distinct one (what the union needs: one per root).
 
     ``root_of`` holds the roots read before the batch (an id absent from it is its own root); the unions
-    of the batch's earlier documents are applied as they come (a union by smaller id, as lua.UNION_ROOTS).
+    of the batch's earlier documents are applied as they come (a union by smaller id, as
+    unionfind.UNION_ROOTS).
 
     >>> earlier_clusters([(10, [3, 4]), (11, [10, 5])], {3: 1, 4: 1, 5: 5})
     [([1, 1], [3]), ([1, 5], [10, 5])]

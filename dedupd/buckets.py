@@ -2,8 +2,8 @@
 
 A :class:`DocWrite` says what one document does to its record and its band buckets. On a single Redis the
 whole batch is one call that checks and writes the records too (:class:`SingleEncoding`); on a Redis
-Cluster the records live in other slots, so they are checked and written first (one RECORD_CAS each) and
-the buckets go as one call per slot (:class:`ClusterEncoding`).
+Cluster the records live in other slots, so they are checked and written first (one RECORD_CAS each:
+cluster_records.py) and the buckets go as one call per slot (:class:`ClusterEncoding`).
 """
 
 from __future__ import annotations
@@ -153,23 +153,13 @@ class SingleEncoding:
 
 class ClusterEncoding:
     """Redis Cluster: one call per slot of bucket hashes; each call still closes every document (END per
-    write). The records are checked beforehand, one RECORD_CAS each (see :meth:`record_checks`)."""
+    write). The records are checked beforehand, one RECORD_CAS each (cluster_records.py)."""
 
     with_checks = False
 
     def __init__(self, keyslot: Callable[[str], int]) -> None:
         self._keyslot = keyslot
         self._slots: dict[str, int] = {}  # bucket hash name -> slot
-
-    def record_checks(self, writes: Sequence[DocWrite], record_key: Callable[[int], str]) -> list[KeyCall]:
-        """One RECORD_CAS call per checked write (a delete's record goes after its buckets are left)."""
-        out: list[KeyCall] = []
-        for w in writes:
-            if w.expected is None:
-                continue
-            op = w.check_op if w.check_op is not Op.CHECK_DELETE else Op.CHECK
-            out.append(([record_key(w.num)], [op.value, w.expected, w.record or b""]))
-        return out
 
     def calls(
         self, ops: BucketOps, writes: Sequence[DocWrite], record_key: Callable[[int], str], full: int

@@ -10,8 +10,8 @@ its record is checked and written and it joins each of its buckets, reading who 
 sees every document inserted before it, including earlier ones of the same batch and ones a concurrent
 consumer inserted a moment before.
 
-Ids, tombstones and the union-find of clusters are shared by the generations; only the serving
-generation's gateway forgets ids and leaves tombstones.
+Ids, tombstones and the union-find of clusters (unionfind.py) are shared by the generations; only the
+serving generation's gateway forgets ids, leaves tombstones and removes deleted documents' union-find nodes.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ import numpy as np
 import numpy.typing as npt
 from redis.cluster import RedisCluster
 
-from dedupd import lua
+from dedupd import lua, unionfind
 from dedupd.bounds import Bounds
-from dedupd.buckets import ClusterEncoding, DocWrite, KeyCall, SingleEncoding, bucket_keys, bucket_ops
+from dedupd.buckets import ClusterEncoding, DocWrite, SingleEncoding, bucket_keys, bucket_ops
+from dedupd.cluster_records import ClusterRecords
 from dedupd.connection import RedisClient, ScriptPipeline, is_cluster
 from dedupd.fingerprint import Fingerprinter
 from dedupd.hashing import U64Array
@@ -65,6 +66,8 @@ def open_spec(client: RedisClient, keys: Keys, spec: IndexSpec) -> tuple[IndexSp
         raw = client.hget(keys.meta, Meta.SPEC)
         assert raw is not None
     spec.require_same(IndexSpec.from_json(raw), keys.prefix)
+    # the union-find counts children from here on: the ids given out before (an earlier version) stay uncounted
+    client.register_script(unionfind.SET_FLOOR)(keys=[keys.uf_floor, keys.id_seq])
     return spec, int(gen or 0)
 
 
@@ -126,10 +129,12 @@ class Gateway:
         self.cluster = is_cluster(client)
         self.encoding = ClusterEncoding(self._keyslot) if self.cluster else SingleEncoding()
         reg = client.register_script
-        self._resolve, self._forget = reg(lua.RESOLVE_IDS), reg(lua.FORGET_IDS)
-        self._buckets, self._cas, self._versions = reg(lua.BUCKETS), reg(lua.RECORD_CAS), reg(lua.VERSIONS)
-        self._emit, self._union = reg(lua.EMIT_MANY), reg(lua.UNION_ROOTS)
-        self._reply, self._roots, self._evict = reg(lua.REPLY), reg(lua.FIND_ROOTS), reg(lua.EVICT)
+        self._resolve, self._forget = reg(lua.RESOLVE_IDS), reg(unionfind.FORGET_IDS)
+        self._buckets, self._versions = reg(lua.BUCKETS), reg(lua.VERSIONS)
+        self.records = ClusterRecords(client, keys, generation, spec.bands)  # used on a Redis Cluster
+        self._emit, self._union = reg(lua.EMIT_MANY), reg(unionfind.UNION_ROOTS)
+        self._reply, self._roots, self._evict = reg(lua.REPLY), reg(unionfind.FIND_ROOTS), reg(lua.EVICT)
+        self._uf = [keys.uf_parent, keys.uf_children, keys.uf_gone, keys.uf_floor]
         self._shift = np.uint64(64 - spec.shard_bits)
         self._key_table: npt.NDArray[np.object_] | None = None
         self._key_cache: dict[tuple[int, int], str] = {}
@@ -221,16 +226,26 @@ class Gateway:
 
         On a single Redis this is one script call, atomic: a document whose record changed since it was
         read (another consumer got there first) is left untouched. On a Redis Cluster the records are
-        checked and written first (one script per record), then the buckets of the documents that passed.
+        checked and written first (one script per record), then the buckets of the documents that passed,
+        then the records are settled (cluster_records.py: a retry leaves the buckets a write left behind).
 
         Returns:
             For each write, the integer ids found in the buckets it joined (one per shared bucket, possibly
             itself: see bounds.ranked_many), or None when its record had changed (process that entry again).
         """
-        passed = [True] * len(writes)
-        if isinstance(self.encoding, ClusterEncoding):
-            passed = self._check_records(self.encoding.record_checks(writes, self.record_key), writes)
-            writes = [w if ok else DocWrite(w.num) for w, ok in zip(writes, passed, strict=True)]
+        if not isinstance(self.encoding, ClusterEncoding):
+            return self._write_buckets(writes)
+        left = self.records.check(writes)
+        sent, at = self.records.with_leftovers(writes, left)
+        found = self._write_buckets(sent)
+        out = [found[i] if rows is not None else None for i, rows in zip(at, left, strict=True)]
+        self.records.settle(writes, left, [f is not None for f in out])
+        return out
+
+    def _write_buckets(self, writes: Sequence[DocWrite]) -> list[Packed | None]:
+        """The bucket calls of the writes (with their record checks on a single Redis), in chunks of
+        APPLY_CHUNK documents, in one pipelined exchange; per write what it read, None when its record had
+        changed."""
         full = self.bounds.bucket_members
         pipe = ScriptPipeline(self.client)
         spans: list[tuple[int, int]] = []  # per chunk of documents: its size, its number of calls
@@ -256,17 +271,13 @@ class Gateway:
             chunk: list[Packed | None] = []
             for j in range(size):
                 parts = [group[j] for group in groups]
-                if b"!" in parts or not passed[at + j]:
+                if b"!" in parts:
                     chunk.append(None)
                     continue
                 packed = b"".join(parts)
                 chunk.append(np.frombuffer(packed, dtype="<u4") if packed else NO_IDS)
             found += _without(chunk, _new_documents(writes[:at]))
             at += size
-        if self.cluster:  # a deleted record goes after its buckets are left
-            done = [w for w, f in zip(writes, found, strict=True) if w.delete and f is not None]
-            if done:
-                self.client.delete(*[self.record_key(w.num) for w in done])
         return found
 
     def evict(self, pipe: ScriptPipeline, items: npt.NDArray[np.uint64]) -> None:
@@ -291,22 +302,16 @@ class Gateway:
             ]
             pipe.script(self._evict, [names[u] for u in used.tolist()], args)
 
-    def _check_records(self, calls: list[KeyCall], writes: Sequence[DocWrite]) -> list[bool]:
-        pipe = ScriptPipeline(self.client)
-        for keys, args in calls:
-            pipe.script(self._cas, keys, args)
-        ok = iter(bool(x) for x in (pipe.execute() if calls else []))
-        return [next(ok) if w.expected is not None else True for w in writes]
-
     def forget(self, deleted: Sequence[tuple[str, int, str]]) -> None:
-        """Deleted documents (doc id, integer id or 0, the delete's entry id): forget their ids and leave
-        tombstones (serving generation only: a rebuild's generation shares the ids)."""
+        """Deleted documents (doc id, integer id or 0, the delete's entry id): forget their ids, remove their
+        union-find nodes (those still linking other documents stay until their last child goes) and leave
+        tombstones, in one script call (serving generation only: a rebuild's generation shares the ids)."""
         if not deleted or not self.serving:
             return
         args: list[Any] = [int(time.time() * 1000), self.tombstone_ttl_s * 1000]
         for doc_id, num, entry_id in deleted:
             args += [doc_id, num, entry_id]
-        keys = [self.keys.id_forward, self.keys.tombstones, self.keys.tombstone_expiry]
+        keys = [*self._uf, self.keys.id_forward, self.keys.tombstones, self.keys.tombstone_expiry]
         pipe = ScriptPipeline(self.client)
         pipe.script(self._forget, keys, args)
         pipe.execute()
@@ -362,17 +367,20 @@ class Gateway:
             args += [marker, len(pairs) // 2, *pairs]
         pipe.script(self._emit, [stream, self.keys.seen(stream)], args)
 
-    def union(self, groups: Sequence[tuple[int, Sequence[int]]]) -> list[tuple[int, list[int]]]:
-        """Union each document with its matches (union-find in Redis, one union per distinct cluster root).
+    def union(self, groups: Sequence[tuple[int, Sequence[tuple[int, str]]]]) -> list[tuple[int, list[int]]]:
+        """Union each document with its matches, (integer id, document id) each (union-find in Redis, one
+        union per distinct cluster root; a match deleted meanwhile and gone from the union-find joins nothing).
 
         Returns:
             Per group, the root of the document's cluster after it, and the root each match had before
             (before the document joined: its earlier cluster).
         """
-        args: list[int] = []
+        args: list[int | str] = []
         for num, matches in groups:
-            args += [num, len(matches), *matches]
-        reply: list[Any] = self._union(keys=[self.keys.uf_parent], args=args)
+            args += [num, len(matches)]
+            for match in matches:
+                args += match
+        reply: list[Any] = self._union(keys=[*self._uf, self.keys.id_forward], args=args)
         out: list[tuple[int, list[int]]] = []
         at = 0
         for _, matches in groups:

@@ -152,13 +152,40 @@ class Keys:
 
     @property
     def uf_parent(self) -> str:
-        """Hash: integer id -> parent integer id (union-find of duplicate clusters)."""
+        """Hash: integer id -> parent integer id (union-find of duplicate clusters; a root has no entry)."""
         return f"{self._ids_tag}:uf"
+
+    @property
+    def uf_children(self) -> str:
+        """Hash: integer id -> how many union-find nodes have it as their parent (only when some do)."""
+        return f"{self._ids_tag}:ufn"
+
+    @property
+    def uf_gone(self) -> str:
+        """Hash: integer id of a deleted document whose union-find node stays because others still point to
+        it (a tombstone node) -> 1. It goes with its last child."""
+        return f"{self._ids_tag}:ufd"
+
+    @property
+    def uf_floor(self) -> str:
+        """String: the highest integer id whose union-find children were not counted (ids given out before
+        the counts existed, by an earlier version of dedupd); their nodes are never removed."""
+        return f"{self._ids_tag}:uf0"
 
     # --- per document and per band ---
     def doc(self, num: int, generation: int = 0) -> str:
         """One document's packed record (see record.py) in one index generation."""
         return f"{self.prefix}:doc:{generation}:{num}"
+
+    def leaving(self, num: int, generation: int = 0) -> str:
+        """String in the slot of a document's record (its hash tag is the record's name), Redis Cluster
+        only: the packed band hashes (uint64 LE, one row of ``bands`` per earlier version, 0 = none) of the
+        buckets a record write left behind until its bucket writes are confirmed (gateway.apply)."""
+        return f"{{{self.doc(num, generation)}}}:leave"
+
+    def leaving_pattern_of(self, generation: int | str) -> str:
+        """SCAN pattern matching the :meth:`leaving` keys of one generation (``"*"``: of every one)."""
+        return f"{{{self.prefix}:doc:{generation}:*}}:leave"
 
     @property
     def doc_pattern(self) -> str:

@@ -1,7 +1,8 @@
 """Server-side Lua scripts. Each touches keys of one hash slot only (Redis Cluster safe).
 
 Layouts shared with Python come from Python: the record header (record.HEADER) and the bucket op codes
-(:class:`Op`) are interpolated into the scripts' text, so the two sides cannot drift apart.
+(:class:`Op`) are interpolated into the scripts' text, so the two sides cannot drift apart. The union-find
+scripts live in unionfind.py.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def _byte(op: Op) -> int:
 
 
 # Stream ids 'ms-seq' compared in Lua (ms < 2**53 is exact in a Lua number).
-_STREAM_ID = """
+STREAM_ID = """
 local function sid(s)
   local ms, seq = string.match(s, '^(%d+)-(%d+)')  -- a tombstone is 'ms-seq n'
   return tonumber(ms or 0), tonumber(seq or 0)
@@ -47,7 +48,7 @@ end
 # the entry), then the id's tombstone ('<version> <n>', '' = none). A deleted id is not re-created by an entry older
 # than its delete.
 RESOLVE_IDS = (
-    _STREAM_ID
+    STREAM_ID
     + """
 local out = {}
 for i = 1, #ARGV, 3 do
@@ -66,31 +67,6 @@ for i = 1, #ARGV, 3 do
   out[#out + 1] = tomb
 end
 return out
-"""
-)
-
-# KEYS: fwd, tombstones, tombstone expiry.  ARGV: now_ms, ttl_ms, then triples (id, n, delete's entry id).
-# Forgets id -> n (only if it still maps to n) and leaves a tombstone ('<the delete's entry id> <n>') that
-# expires after ttl_ms; expired tombstones are removed, at most 256 a call.
-FORGET_IDS = (
-    _STREAM_ID
-    + """
-local now, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
-for i = 3, #ARGV, 3 do
-  local id, n, entry = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  if n ~= '0' and redis.call('HGET', KEYS[1], id) == n then redis.call('HDEL', KEYS[1], id) end
-  local tomb = redis.call('HGET', KEYS[2], id)
-  if (not tomb) or newer(entry, tomb) then
-    redis.call('HSET', KEYS[2], id, entry .. ' ' .. n)
-    redis.call('ZADD', KEYS[3], now + ttl, id)
-  end
-end
-local old = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 256)
-for _, id in ipairs(old) do
-  redis.call('HDEL', KEYS[2], id)
-  redis.call('ZREM', KEYS[3], id)
-end
-return #old
 """
 )
 
@@ -125,79 +101,6 @@ REPLY = (
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return n
-"""
-)
-
-# KEYS: parent.  ARGV: integer ids.  The root of each one's cluster, read only (a query changes nothing).
-# This call's view of the union-find parent hash (KEYS[1]): each id read once, written through.
-_PARENTS = """
-local parent = {}
-local function up(x)
-  local p = parent[x]
-  if p == nil then
-    p = redis.call('HGET', KEYS[1], x) or x
-    parent[x] = p
-  end
-  return p
-end
-local function find(x, compress)
-  local root, path = x, {}
-  for _ = 1, 100000 do
-    local p = up(root)
-    if p == root then break end
-    path[#path + 1] = root
-    root = p
-  end
-  if compress then
-    for _, v in ipairs(path) do
-      if parent[v] ~= root then
-        parent[v] = root
-        redis.call('HSET', KEYS[1], v, root)
-      end
-    end
-  end
-  return root
-end
-"""
-
-# KEYS: parent.  ARGV: integer ids.  Returns the root of each one's cluster (read only).
-FIND_ROOTS = (
-    _PARENTS
-    + """
-local out = {}
-for i = 1, #ARGV do out[i] = tonumber(find(ARGV[i], false)) end
-return out
-"""
-)
-
-# KEYS: parent.  ARGV: groups "n k m1 .. mk": union n with the cluster of each m, once per distinct root
-# (the root is the cluster's oldest document: union by smaller integer id; paths compressed).
-# Returns per group: the root of n's cluster after the group, then the root each m had before it.
-UNION_ROOTS = (
-    _PARENTS
-    + """
-local out = {}
-local i = 1
-while i <= #ARGV do
-  local n, k = ARGV[i], tonumber(ARGV[i + 1])
-  local roots, done = {}, {}
-  for j = 1, k do roots[j] = find(ARGV[i + 1 + j], true) end
-  for j = 1, k do
-    if not done[roots[j]] then
-      done[roots[j]] = true
-      local a, b = find(n, true), find(roots[j], true)
-      if a ~= b then
-        if tonumber(a) > tonumber(b) then a, b = b, a end
-        parent[b] = a
-        redis.call('HSET', KEYS[1], b, a)
-      end
-    end
-  end
-  out[#out + 1] = tonumber(find(n, true))
-  for j = 1, k do out[#out + 1] = tonumber(roots[j]) end
-  i = i + 2 + k
-end
-return out
 """
 )
 
@@ -356,14 +259,33 @@ return out
 """
 )
 
-# The record check of BUCKETS alone, for Redis Cluster (a record and its buckets live in other slots).
-# KEYS: the record.  ARGV: op (an Op CHECK* code), the entry id it was read with, the new record.
+# The record check of BUCKETS alone, for Redis Cluster (a record and its buckets live in other slots; see
+# cluster_records.py). KEYS: the record, its leaving key (keys.leaving: same slot).  ARGV: op (an Op CHECK* code),
+# the entry id it was read with, the new record, the packed band hashes of the buckets this write leaves ('' =
+# none). Returns {0, ''} when the record changed since it was read (nothing written); else {1, the band hashes
+# earlier writes left to leave ('' = none)}, and a write adds its own to them.
 RECORD_CAS = (
     ENTRY_OF
     + f"""
-if entry_of(redis.call('GET', KEYS[1])) ~= ARGV[2] then return 0 end
-if ARGV[1] == '{Op.CHECK_WRITE.value.decode()}' then redis.call('SET', KEYS[1], ARGV[3])
+if entry_of(redis.call('GET', KEYS[1])) ~= ARGV[2] then return {{0, ''}} end
+local left = redis.call('GET', KEYS[2]) or ''
+if ARGV[1] == '{Op.CHECK_WRITE.value.decode()}' then
+  redis.call('SET', KEYS[1], ARGV[3])
+  if ARGV[4] ~= '' then redis.call('SET', KEYS[2], left .. ARGV[4]) end
 elseif ARGV[1] == '{Op.CHECK_DELETE.value.decode()}' then redis.call('DEL', KEYS[1]) end
+return {{1, left}}
+"""
+)
+
+# After the buckets of a RECORD_CAS write are written (Redis Cluster). KEYS: the record, its leaving key.
+# ARGV: the version (input entry id) the write left the record at, '1' to delete the record (a delete).
+# Unless the record changed since: deletes it if asked, and forgets the buckets to leave (they are left).
+RECORD_SETTLE = (
+    ENTRY_OF
+    + """
+if entry_of(redis.call('GET', KEYS[1])) ~= ARGV[1] then return 0 end
+if ARGV[2] == '1' then redis.call('DEL', KEYS[1]) end
+redis.call('DEL', KEYS[2])
 return 1
 """
 )

@@ -448,7 +448,12 @@ class Processor:
             self._add_roots(alerting, verified)
             groups = [(step.num, [m[2] for m in matches[i]]) for i, step in alerting]
             earlier = earlier_clusters(groups, verified.roots)  # one union per distinct root, not per match
-            unions = gw.union([(num, best) for (num, _), (_, best) in zip(groups, earlier, strict=True)])
+            unions = gw.union(
+                [
+                    (num, [(m, names[m]) for m in best])
+                    for (num, _), (_, best) in zip(groups, earlier, strict=True)
+                ]
+            )
             roots = gw.cluster_names([root for root, _ in unions], names)
             for (i, _), (before, _) in zip(alerting, earlier, strict=True):
                 named[i] = alert_matches(matches[i], before, gw.bounds.max_matches)

@@ -351,9 +351,15 @@ class Rebuild:
 
     # ----- step 6 and helpers -----
     def drop_generation(self, gen: int) -> int:
-        """Delete every record and bucket key of one generation; returns how many keys."""
+        """Delete every record and bucket key of one generation (and the buckets a write on a Redis Cluster
+        had still to leave: keys.leaving); returns how many keys."""
         dropped = 0
-        for pattern in (self.keys.doc_pattern_of(gen), self.keys.band_pattern(gen)):
+        patterns = (
+            self.keys.doc_pattern_of(gen),
+            self.keys.band_pattern(gen),
+            self.keys.leaving_pattern_of(gen),
+        )
+        for pattern in patterns:
             batch: list[bytes] = []
             for key in self.client.scan_iter(match=pattern, count=2000):
                 batch.append(key)
@@ -369,9 +375,9 @@ class Rebuild:
     def drop_other_generations(self, keep: int) -> int:
         """Delete the record and bucket keys of every generation but ``keep`` (left by a rebuild cut short)."""
         gens: set[int] = set()
-        for pattern in (self.keys.doc_pattern, self.keys.band_pattern_all):
+        for pattern in (self.keys.doc_pattern, self.keys.band_pattern_all, self.keys.leaving_pattern_of("*")):
             for key in self.client.scan_iter(match=pattern, count=5000):
-                gen = int(as_text(key).split(":")[2])
+                gen = int(as_text(key).lstrip("{").split(":")[2])
                 if gen != keep:
                     gens.add(gen)
         return sum(self.drop_generation(g) for g in sorted(gens))

@@ -141,3 +141,10 @@ def record_doc_id(blob: bytes) -> str:
     _, perm, _, n_id, *_ = HEADER.unpack_from(blob)
     at = HEADER.size + 4 * perm
     return blob[at : at + n_id].decode()
+
+
+def record_entry_id(blob: bytes) -> str:
+    """Only the input entry id (the version) of a packed record."""
+    _, perm, _, n_id, n_tail, n_in, *_ = HEADER.unpack_from(blob)
+    at = HEADER.size + 4 * perm + n_id + n_tail
+    return blob[at : at + n_in].decode()

@@ -108,17 +108,22 @@ def test_a_query_names_what_an_alert_would(r: redis.Redis, redis_url: str) -> No
 def test_union_is_once_per_distinct_root_and_reports_earlier_clusters(r: redis.Redis, redis_url: str) -> None:
     daemon = make_daemon(redis_url)
     gw = daemon.gateway
-    gw.union([(2, [1]), (4, [3])])  # clusters {1, 2} and {3, 4}
-    [(root, before)] = gw.union([(9, [2, 1, 4, 3, 2])])
+    r.hset(Keys().id_forward, mapping={f"d{n}": n for n in [*range(1, 10), *range(99, 1100), 5000]})
+
+    def m(*nums: int) -> list[tuple[int, str]]:
+        return [(n, f"d{n}") for n in nums]
+
+    gw.union([(2, m(1)), (4, m(3))])  # clusters {1, 2} and {3, 4}
+    [(root, before)] = gw.union([(9, m(2, 1, 4, 3, 2))])
     assert root == 1 and before == [1, 1, 3, 3, 1]
     assert gw.roots([1, 2, 3, 4, 9]) == [1, 1, 1, 1, 1]
     r.config_resetstat()
     many = list(range(100, 1100))
-    gw.union([(m, [99]) for m in many])  # a cluster of 1,001
+    gw.union([(n, m(99)) for n in many])  # a cluster of 1,001
     commands = r.info("commandstats")
     hset_before = commands.get("cmdstat_hset", {}).get("calls", 0)
     r.config_resetstat()
-    gw.union([(5000, many)])  # joins it through 1,000 matches of one root
+    gw.union([(5000, m(*many))])  # joins it through 1,000 matches of one root
     hsets = r.info("commandstats").get("cmdstat_hset", {}).get("calls", 0)
     assert hset_before == 1000 and hsets <= 2  # one union, not one per match
     assert gw.roots([5000]) == [99]

@@ -5,11 +5,15 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
+from typing import Any
 
 import numpy as np
+import pytest
 import redis
 from helpers import alerts, drain, handle_at_once, make_daemon, pending, push, text
+from redis.crc import key_slot
 
+from dedupd.buckets import ClusterEncoding
 from dedupd.daemon import Daemon
 from dedupd.keys import Keys
 
@@ -98,3 +102,81 @@ def test_concurrent_upserts_of_one_id_leave_a_consistent_index(r: redis.Redis, r
     stored = d1.gateway.load_records([num])[num]
     assert stored is not None and stored.entry_id == b2[0][0]  # the later entry wins
     assert memberships(r, d1)[num] == d1.gateway.spec.bands  # and only its bands hold the document
+
+
+def as_on_a_cluster(daemon: Daemon) -> None:
+    """The gateway writes as on a Redis Cluster (records compare-and-set one by one, then the buckets in one call
+    per slot), here on one server."""
+    daemon.gateway.cluster = True
+    daemon.gateway.encoding = ClusterEncoding(lambda name: key_slot(name.encode()))
+
+
+def fail_buckets_once(daemon: Daemon) -> None:
+    """The next bucket step fails (a node down, a failover) after the records were written."""
+    gw = daemon.gateway
+    real, calls = gw._buckets, [0]
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == 1:
+            raise redis.ConnectionError("the node of these buckets is down")
+        return real(*args, **kwargs)
+
+    gw._buckets = failing  # type: ignore[method-assign]
+
+
+def leaving_keys(r: redis.Redis) -> list[bytes]:
+    return list(r.scan_iter(match="{dedupd:doc:*}:leave"))
+
+
+def test_on_a_cluster_a_retry_after_the_record_write_leaves_the_old_buckets(
+    r: redis.Redis, redis_url: str
+) -> None:
+    """An update whose record was written and whose bucket step failed is redone: the old version's buckets are
+    left too (the retry finds the record at the new version), and a delete afterwards leaves nothing."""
+    rng = random.Random(64)
+    v1, v2 = text(rng), text(rng)
+    daemon = make_daemon(redis_url)
+    as_on_a_cluster(daemon)
+    push(r, [{"id": "doc", "text": v1}])
+    drain(daemon)
+    num, bands = num_of(daemon, "doc"), daemon.gateway.spec.bands
+    assert memberships(r, daemon)[num] == bands
+    fail_buckets_once(daemon)
+    [entry] = push(r, [{"id": "doc", "text": v2}])
+    with pytest.raises(redis.ConnectionError):
+        drain(daemon)
+    record = daemon.gateway.load_records([num])[num]
+    assert record is not None and record.entry_id == entry  # the record write landed, the buckets did not
+    daemon._recover_after_error(redis.ConnectionError("down"))  # as Daemon.run does: re-read own pending
+    drain(daemon)
+    assert pending(r) == 0
+    assert memberships(r, daemon)[num] == bands  # v2's buckets only
+    assert not leaving_keys(r)
+    push(r, [{"id": "doc", "op": "delete"}])
+    drain(daemon)
+    assert memberships(r, daemon)[num] == 0 and not leaving_keys(r)
+
+
+def test_on_a_cluster_buckets_a_failed_write_left_are_left_by_the_next_version(
+    r: redis.Redis, redis_url: str
+) -> None:
+    """An update whose bucket step failed and whose entry was given up (acknowledged without a retry, as a
+    dead letter is): the next version of the document leaves the buckets of both earlier versions."""
+    rng = random.Random(65)
+    v1, v2, v3 = text(rng), text(rng), text(rng)
+    daemon = make_daemon(redis_url)
+    as_on_a_cluster(daemon)
+    push(r, [{"id": "doc", "text": v1}])
+    drain(daemon)
+    num, bands = num_of(daemon, "doc"), daemon.gateway.spec.bands
+    fail_buckets_once(daemon)
+    [entry] = push(r, [{"id": "doc", "text": v2}])
+    with pytest.raises(redis.ConnectionError):
+        drain(daemon)
+    daemon.stream.ack([(entry, {b"id": b"doc"})])
+    push(r, [{"id": "doc", "text": v3}])
+    drain(daemon)
+    assert pending(r) == 0
+    assert memberships(r, daemon)[num] == bands  # v3's buckets only
+    assert not leaving_keys(r)
