@@ -10,9 +10,11 @@ Faults (``--faults``, default ``all``; or a comma-separated subset of these, or 
 - ``aof``: Redis is shut down and restarted once from its append-only file (``--fsync``, default always);
 - ``wipe``: Redis is killed and restarted once without its data, as a server without persistence restarts:
   the input stream, the index, the alerts, the dead letters and the consumer group are gone. The producer
-  pushes in two phases around it (the first ``--wipe-at`` of the pairs, then the rest); the entries pushed
-  before the wipe are counted apart as *wiped* and not checked, everything pushed after it is. The daemons
-  must recreate the consumer group and say so in their log (``history before the restart is gone``);
+  pushes in two phases around it: the first ``--wipe-at`` of the pairs, then (after the wipe, which comes
+  once ``--wipe-when`` of the first phase is processed, the rest still in flight) the others. The entries
+  pushed before the wipe are counted apart as *wiped* and not checked; everything pushed after it is.
+  The daemons must recreate the consumer group and say so in their log (``history before the restart
+  is gone``);
 - ``busy``: another client runs a Lua script that spins ``--busy-s`` (1.5) seconds with
   ``busy-reply-threshold`` (``lua-time-limit``) at 100 ms, so every other client gets BUSY meanwhile;
 - ``malformed``: ``--malformed`` (3,000) malformed entries of several kinds, each built deterministically
@@ -26,6 +28,8 @@ Faults (``--faults``, default ``all``; or a comma-separated subset of these, or 
   dead-lettered.
 
 Alerts and dead letters are collected while it runs (XREAD), so that what the wipe takes is still counted.
+Wiped documents that the end finds indexed anyway (a batch a daemon had in hand at the wipe can be
+written into the empty server as its client reconnects) are counted apart too, not as a failure.
 The ``--bad`` entries (``items`` that is no JSON, as the first soak had) are always mixed in.
 
 Definitions (for the entries pushed after the wipe; all of them without the wipe fault):
@@ -414,6 +418,8 @@ class Soak:
         self.events_done: list[dict[str, Any]] = []
         self.unexpected_exits: list[str] = []
         self.processed_before_wipe = 0
+        self.valid_before_wipe = 0  # valid documents pushed before the wipe
+        self.wipe_unprocessed = 0  # of which not yet processed when it came
         self.started = time.monotonic()
         self.collector: Collector | None = None
 
@@ -456,8 +462,8 @@ class Soak:
         """SHUTDOWN (the AOF flushed and fsynced) and start again from the AOF."""
         with self.push_lock:  # no producer pipeline is cut in half (that would be the producer's duplicate)
             t = time.monotonic()
-            with contextlib.suppress(redis.ConnectionError):
-                redis.Redis(port=self.port).shutdown()
+            with contextlib.suppress(redis.ConnectionError):  # no client retries: they would wait seconds
+                redis.Redis(port=self.port, retry=Retry(NoBackoff(), 0)).shutdown()
             assert self.redis_proc is not None
             self.redis_proc.wait(timeout=120)
             time.sleep(1.0)
@@ -469,7 +475,9 @@ class Soak:
         assert self.collector is not None
         with self.push_lock, self.collector.lock:
             t = time.monotonic()
-            self.processed_before_wipe += max(self.processed(), 0)
+            done = max(self.processed(), 0)
+            self.processed_before_wipe += done
+            self.wipe_unprocessed = self.valid_before_wipe - done
             assert self.redis_proc is not None
             self.redis_proc.kill()
             self.redis_proc.wait(timeout=60)
@@ -483,7 +491,8 @@ class Soak:
             self.note(
                 "wipe",
                 f"Redis killed and restarted WITHOUT its data (down {time.monotonic() - t:.1f}s): "
-                f"the {wiped} entries pushed so far are counted as wiped",
+                f"the {wiped} entries pushed so far are counted as wiped ({self.wipe_unprocessed} of their "
+                f"{self.valid_before_wipe} valid documents not processed yet)",
             )
         self.wiped.set()
 
@@ -607,7 +616,7 @@ class Soak:
         if "aof" in self.faults:
             events.append((aof * n_valid, "aof"))
         if "wipe" in self.faults:  # while part of the first phase is still in flight
-            events.append((0.7 * valid_before_wipe, "wipe"))
+            events.append((max(1.0, a.wipe_when * valid_before_wipe), "wipe"))
         busy = self.rng_new.uniform(0.7, 0.85)
         if "busy" in self.faults:
             events.append((busy * n_valid, "busy"))
@@ -632,7 +641,7 @@ class Soak:
             extra = adversarial(a.malformed, a.huge, a.odd, a.seed, lim)
             items = interleave(items, extra, gate or 0, a.seed + 14)
         n_valid = sum(1 for it in items if it.code is None)
-        valid_before = sum(1 for it in items[: gate or 0] if it.code is None)
+        valid_before = self.valid_before_wipe = sum(1 for it in items[: gate or 0] if it.code is None)
         print(
             f"soak: {len(items)} entries ({n_valid} valid documents, {len(expected)} duplicate pairs, "
             f"{len(items) - n_valid} malformed), {a.consumers} consumers, faults {','.join(a.faults) or 'none'}; "
@@ -769,6 +778,7 @@ class Soak:
             "alerts_read": len(alerts),
             "wiped_entries": len(wiped),
             "wiped_documents": sum(1 for i in wiped if items[i].code is None),
+            "wiped_unprocessed_at_wipe": self.wipe_unprocessed,
             "wiped_documents_indexed_after_all": resurrected,
             "wiped_doubled": doubled_wiped,
             "indexed_checked": present,
@@ -963,6 +973,12 @@ def main() -> None:
     p.add_argument("--huge-mb", type=float, default=20, help="size of a huge entry's field, MB")
     p.add_argument("--odd", type=int, default=120, help="odd but valid entries (fault malformed)")
     p.add_argument("--wipe-at", type=float, default=0.15, help="share of the pairs pushed before the wipe")
+    p.add_argument(
+        "--wipe-when",
+        type=float,
+        default=0.7,
+        help="the wipe comes once this share of the first phase's documents is processed (default 0.7)",
+    )
     p.add_argument("--busy-s", type=float, default=1.5, help="how long the busy script spins")
     p.add_argument("--batch-size", type=int, default=500)
     p.add_argument("--max-lag", type=int, default=20_000, help="producer backpressure (unread entries)")

@@ -21,6 +21,7 @@ def test_soak_with_every_fault_once(tmp_path: Path) -> None:
     args = [
         *("--docs", "2000", "--consumers", "2", "--kills", "1", "--seed", "7"),
         *("--malformed", "110", "--huge", "3", "--huge-mb", "2", "--odd", "12", "--bad", "10"),
+        *("--wipe-at", "0.3", "--wipe-when", "0.1"),  # the wipe while most of the first phase is unread
         *("--batch-size", "50", "--max-lag", "400", "--timeout", "150", "--status-s", "10"),
         *("--workdir", str(tmp_path / "soak")),
     ]
@@ -57,6 +58,7 @@ def test_soak_with_every_fault_once(tmp_path: Path) -> None:
     )
     assert all(done == total for done, total in (v.split("/") for v in kinds.values()))
     assert figures["wiped_documents"] > 0 and figures["expected_pairs_checked"] > 0
+    assert figures["wiped_unprocessed_at_wipe"] > 0
     assert figures["group_recreated_logged"] > 0 and figures["daemons_logging_busy"] > 0
     assert figures["exit_codes"] == [0, 0] and figures["alive_at_end"] == 2
     assert "soak OK" in out
