@@ -151,13 +151,26 @@ def cluster_client(url: str, **kwargs: Any) -> Any:
 
 
 def wait_until_up(client: Any, settings: Settings, retry_for_s: float) -> None:
-    """PING until it answers, backing off 0.1 s doubling up to 5 s, for at most ``retry_for_s``."""
-    _retry(client.ping, settings, retry_for_s, RETRYABLE)
+    """PING until it answers, backing off 0.1 s doubling up to 5 s, for at most ``retry_for_s``: a server
+    unreachable, loading, or busy with another client's script (BUSY) is waited for."""
+    _retry(client.ping, settings, retry_for_s, RETRYABLE, replies=True)
+
+
+def retry_transient(action: Any, settings: Settings, retry_for_s: float) -> Any:
+    """``action()``, retried like the first PING while the server is away or in a passing state (see
+    :func:`is_transient`) for at most ``retry_for_s``; for what a daemon does as it starts."""
+    return _retry(action, settings, retry_for_s, RETRYABLE, replies=True)
 
 
 def _retry(
-    action: Any, settings: Settings, retry_for_s: float, retryable: tuple[type[BaseException], ...]
+    action: Any,
+    settings: Settings,
+    retry_for_s: float,
+    retryable: tuple[type[BaseException], ...],
+    replies: bool = False,
 ) -> Any:
+    """Retry ``action`` on ``retryable`` errors (and, with ``replies``, on the error replies of a passing
+    server state, which are raised as they are when the time is up)."""
     deadline = time.monotonic() + retry_for_s
     delay = 0.1
     while True:
@@ -167,14 +180,23 @@ def _retry(
             raise RedisUnavailableError(
                 f"Redis at {settings.redacted_url()} refused the credentials: {exc}"
             ) from None
-        except retryable as exc:
+        except Exception as exc:
+            away = isinstance(exc, retryable)
+            if not away and not (replies and is_transient(exc)):
+                raise
             if time.monotonic() + delay > deadline:
+                if not away:
+                    raise
                 raise RedisUnavailableError(
                     f"cannot reach Redis at {settings.redacted_url()}: {str(exc).rstrip('.')}. Is the server running and is "
                     "DEDUPD_REDIS_URL right?"
                 ) from None
             log.warning(
-                "Redis at %s unreachable (%s); retrying in %.1fs", settings.redacted_url(), exc, delay
+                "Redis at %s %s (%s); retrying in %.1fs",
+                settings.redacted_url(),
+                "unreachable" if away else "not ready",
+                exc,
+                delay,
             )
             time.sleep(delay)
             delay = min(delay * 2, 5.0)

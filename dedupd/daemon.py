@@ -32,7 +32,14 @@ from types import FrameType
 
 import redis
 
-from dedupd.connection import RETRYABLE, RedisClient, connect, is_transient, wait_for_replicas
+from dedupd.connection import (
+    RETRYABLE,
+    RedisClient,
+    connect,
+    is_transient,
+    retry_transient,
+    wait_for_replicas,
+)
 from dedupd.entries import PROCESSING_FAILED, entry_bytes
 from dedupd.gateway import Gateway, open_spec
 from dedupd.generations import Generations
@@ -101,7 +108,10 @@ class Daemon:
         self.consumer = settings.consumer_name()
         self.client: RedisClient = client if client is not None else connect(settings, retry_for_s=60)
         self.generations = Generations(self.client, self.keys)
-        spec, gen = open_spec(self.client, self.keys, settings.index_spec())
+        # the server can turn BUSY (another client's script) or away right after the first PING
+        spec, gen = retry_transient(
+            lambda: open_spec(self.client, self.keys, settings.index_spec()), settings, 60
+        )
         self.stream = ConsumerStream(
             self.client,
             self.keys,
@@ -127,7 +137,7 @@ class Daemon:
         self.totals = {"processed": 0, "alerts": 0, "dead": 0, "batches": 0}
         self.progress, self._reported = Every(_PROGRESS_S), (time.monotonic(), 0)
         self.metrics = Metrics()
-        ensure_group(self.client, self.keys)
+        retry_transient(lambda: ensure_group(self.client, self.keys), settings, 60)
 
     def _serve(self, spec: IndexSpec, gen: int) -> None:
         self.gateway = Gateway(
@@ -236,7 +246,18 @@ class Daemon:
 
     def _farewell(self) -> None:
         """A clean exit: drop the heartbeat, and leave the group unless entries are still pending for us
-        (deferred ones: another consumer claims them after claim_idle_ms, or we read them on a restart)."""
+        (deferred ones: another consumer claims them after claim_idle_ms, or we read them on a restart).
+        Best effort: with the server away or in a passing state (BUSY, LOADING, ...) the daemon leaves
+        without it (the heartbeat expires; `dedupd stats` lists the consumer as stale later)."""
+        try:
+            self._leave()
+        except Exception as exc:
+            self._exit_if_asked()
+            if not is_transient(exc):
+                raise
+            log.warning("Redis did not answer the farewell (%s); exiting without leaving the group", exc)
+
+    def _leave(self) -> None:
         with contextlib.suppress(*RETRYABLE):
             self.client.delete(self.keys.heartbeat(self.consumer))
             if self.settings.docs_retention_s is not None:  # what this consumer acknowledged last goes too

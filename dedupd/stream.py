@@ -59,8 +59,14 @@ def trim_floor(client: RedisClient, stream: str) -> tuple[int, int] | None:
     pending in any, i.e. every group has acknowledged them; ``XTRIM MINID`` at this id loses nothing.
     A rebuild's replay is a group of its own, so its unread entries are kept too.
     """
+    try:
+        groups = client.xinfo_groups(stream)
+    except redis.ResponseError as exc:
+        if "no such key" in str(exc).lower():  # no stream (a restart without persistence took it)
+            return None
+        raise
     floor: tuple[int, int] | None = None
-    for g in client.xinfo_groups(stream):
+    for g in groups:
         ms, seq = sid(as_text(g["last-delivered-id"]))
         need = (ms, seq + 1)
         if int(g["pending"]):

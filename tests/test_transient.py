@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 from conftest import free_port
+from helpers import make_daemon
 from procs import RedisProc, Served, counter, pairs_corpus, push_corpus, wait_for
 
 from dedupd.keys import Keys
@@ -74,6 +75,73 @@ def test_a_busy_script_of_another_client_is_waited_out(volatile_redis: RedisProc
     assert r.xlen(Keys().dead) == 0 and counter(r, "processed") == len(docs)
     assert daemon.stop() == 0
     assert "Traceback" not in daemon.stderr and "BUSY" in daemon.stderr
+
+
+SPIN = (  # spins ARGV[1] microseconds; with lua-time-limit 100 every other client gets BUSY meanwhile
+    "local t = redis.call('TIME') while true do local n = redis.call('TIME') "
+    "if (n[1] - t[1]) * 1000000 + (n[2] - t[2]) > tonumber(ARGV[1]) then break end end return 1"
+)
+
+
+def _busy_for(server: RedisProc, seconds: float) -> threading.Thread:
+    """Another client's script that keeps the server BUSY for ``seconds`` (started when this returns)."""
+    busy = threading.Thread(target=lambda: redis.Redis(port=server.port).eval(SPIN, 0, int(seconds * 1e6)))
+    busy.start()
+    probe = redis.Redis(port=server.port)
+
+    def answers_busy() -> bool:
+        try:
+            probe.ping()
+        except redis.ResponseError as exc:
+            return "BUSY" in str(exc)
+        return False
+
+    wait_for(answers_busy, 10, "the server to answer BUSY")
+    return busy
+
+
+@pytest.mark.slow
+def test_a_daemon_started_during_a_busy_script_waits_for_it(
+    volatile_redis: RedisProc, tmp_path: Path
+) -> None:
+    """The soak found `dedupd serve` started while another client's script ran exiting 1 with "Redis: BUSY"
+    (its first PING got BUSY): it must wait, as for a server not yet up, and then serve."""
+    docs, _ = pairs_corpus(50, 53, words=40)
+    r = redis.Redis(port=volatile_redis.port)
+    busy = _busy_for(volatile_redis, 3.0)
+    daemon = Served(volatile_redis.url, tmp_path / "serve.log")
+    busy.join(timeout=15)
+    push_corpus(r, docs)
+    assert wait_drained(r, Keys(), 60), daemon.stderr
+    assert daemon.proc.poll() is None, daemon.stderr
+    assert counter(r, "processed") == len(docs) and r.xlen(Keys().dead) == 0
+    assert daemon.stop() == 0, daemon.stderr
+    assert "Traceback" not in daemon.stderr and "BUSY" in daemon.stderr
+
+
+@pytest.mark.slow
+def test_sigterm_during_a_busy_script_exits_0(volatile_redis: RedisProc, tmp_path: Path) -> None:
+    """A clean stop while another client's script holds the server: the farewell (heartbeat, trim, leaving
+    the group) is best effort; the daemon exits 0 and its entries are safe (nothing was pending)."""
+    r = redis.Redis(port=volatile_redis.port)
+    daemon = Served(volatile_redis.url, tmp_path / "serve.log")
+    wait_for(lambda: bool(r.keys(Keys().heartbeat("*"))), 30, "the daemon's heartbeat")
+    busy = _busy_for(volatile_redis, 3.0)
+    daemon.proc.terminate()
+    code = daemon.proc.wait(timeout=30)
+    busy.join(timeout=15)
+    assert code == 0, daemon.stderr
+    assert "Traceback" not in daemon.stderr
+
+
+def test_a_trim_after_the_input_stream_is_gone_does_nothing(r: redis.Redis, redis_url: str) -> None:
+    """A restart without persistence can take the input stream between a read and the trim after it, or
+    before a clean exit's last trim (XINFO GROUPS then answers "no such key"): nothing to trim, no crash."""
+    daemon = make_daemon(redis_url, docs_retention_s=0)
+    r.flushall()  # what such a restart leaves
+    daemon.stream.trim(0)
+    daemon._farewell()
+    assert not r.exists(Keys().docs)
 
 
 @pytest.mark.parametrize(
