@@ -10,8 +10,8 @@ still hold the previous one. The batch is done again, and the retry finds the re
 entry was applied: it rejoins the buckets), but no longer knows the previous version's band hashes. So a record
 write also keeps the band hashes of the buckets it leaves beside the record, in its slot (keys.leaving), from
 its compare-and-set until it is settled; a compare-and-set hands back what is kept there, and the batch leaves
-those buckets as well. What is kept is rows of ``bands`` band hashes (uint64 LE, 0 = none), one per write not
-yet settled; it holds one only while a write is between its two steps (or its retry is still to come).
+those buckets as well. What is kept is rows of band hashes (uint64 LE, 0 = none; each row its length first: a
+short document's rows go on past the LSH bands), one per write not yet settled; it holds one only while a write is between its two steps (or its retry is still to come).
 
 Costs on a Redis Cluster only (a single Redis is not touched by this module): the compare-and-set of an update
 whose bands change writes its row (about 8 x bands bytes), and a batch with such updates or deletes settles
@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dedupd import lua
 from dedupd.buckets import DocWrite
@@ -55,7 +56,7 @@ class ClusterRecords:
         record stays until it is settled, a check)."""
         if w.record is None or not w.remove.any():
             return b""
-        return w.remove.astype("<u8").tobytes()
+        return np.concatenate([np.array([w.remove.size], np.uint64), w.remove]).astype("<u8").tobytes()
 
     def check(self, writes: Sequence[DocWrite]) -> list[Left]:
         """Compare-and-set every checked write's record (one call each, pipelined per node); a delete's record
@@ -97,10 +98,9 @@ class ClusterRecords:
             if rows is None:
                 w = DocWrite(w.num)
             elif rows:
-                table = np.frombuffer(rows, dtype="<u8").reshape(-1, self.bands).astype(np.uint64)
-                for row in table:
-                    if w.add.size:
-                        row = np.where(row != w.add, row, np.uint64(0))
+                for row in _rows(rows):
+                    same = min(row.size, w.add.size)
+                    row[:same] = np.where(row[:same] != w.add[:same], row[:same], np.uint64(0))
                     if row.any():
                         sent.append(DocWrite(w.num, remove=row))
             at.append(len(sent))
@@ -120,3 +120,18 @@ class ClusterRecords:
             n += 1
         if n:
             pipe.execute()
+
+
+def _rows(blob: bytes) -> list[npt.NDArray[np.uint64]]:
+    """The rows of band hashes kept to leave (each its length first).
+
+    >>> [r.tolist() for r in _rows(np.array([2, 7, 8, 1, 9], "<u8").tobytes())]
+    [[7, 8], [9]]
+    """
+    flat = np.frombuffer(blob, dtype="<u8").astype(np.uint64)
+    out, at = [], 0
+    while at < flat.size:
+        n = int(flat[at])
+        out.append(flat[at + 1 : at + 1 + n].copy())
+        at += 1 + n
+    return out

@@ -180,3 +180,27 @@ def test_on_a_cluster_buckets_a_failed_write_left_are_left_by_the_next_version(
     assert pending(r) == 0
     assert memberships(r, daemon)[num] == bands  # v3's buckets only
     assert not leaving_keys(r)
+
+
+def test_on_a_cluster_a_retry_leaves_a_short_documents_prefix_buckets_too(
+    r: redis.Redis, redis_url: str
+) -> None:
+    """The same with short documents, whose rows of band hashes go on past the LSH bands (their shingle
+    prefix: lsh.prefix_length), so the rows kept to leave differ in length."""
+    v1, v2 = "alpha beta gamma delta epsilon zeta", "one two three four five six seven eight nine ten"
+    daemon = make_daemon(redis_url)
+    as_on_a_cluster(daemon)
+    fpr = daemon.gateway.fingerprinter
+    width = {t: row.size for t, row in zip((v1, v2), fpr.band_hashes(fpr.compute([v1, v2])), strict=True)}
+    assert width[v1] != width[v2] and min(width.values()) > daemon.gateway.spec.bands
+    push(r, [{"id": "doc", "text": v1}])
+    drain(daemon)
+    num = num_of(daemon, "doc")
+    assert memberships(r, daemon)[num] == width[v1]
+    fail_buckets_once(daemon)
+    push(r, [{"id": "doc", "text": v2}])
+    with pytest.raises(redis.ConnectionError):
+        drain(daemon)
+    daemon._recover_after_error(redis.ConnectionError("down"))
+    drain(daemon)
+    assert memberships(r, daemon)[num] == width[v2] and not leaving_keys(r)
