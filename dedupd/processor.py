@@ -375,11 +375,12 @@ class Processor:
             own[key], key_of[i] = (s.entry.doc_id, fp), key
             if f.size:
                 reads[key] = (f, s.num)  # a query with an indexed document's id is not compared with it
-        for i, earlier in self._batch_neighbours(run).items():
+        for i, earlier in self._batch_neighbours(run, BATCH_NEIGHBOURS).items():
             f, num = reads.get(run.steps[i].num, (NO_IDS, run.steps[i].num))
             reads[num] = (np.concatenate([f, earlier]), num)
         candidates, roots = choose_candidates(self.gateway, reads) if reads else ({}, {})
         found, fps = verify_candidates(self.gateway, own, candidates) if candidates else ({}, {})
+        self._look_further(run, own, key_of, _Verified(found, fps, candidates, roots))
         return _Verified(
             {i: found[key] for i, key in key_of.items() if key in found},
             fps,
@@ -387,9 +388,36 @@ class Processor:
             roots,
         )
 
-    def _batch_neighbours(self, run: _Run) -> dict[int, Packed]:
-        """By step index, the integer ids of the nearest earlier documents of the run with a band hash in
-        common (bounds.batch_predecessors): a JOIN reads what a bucket held before the run."""
+    def _look_further(
+        self, run: _Run, own: dict[int, tuple[str, Fingerprint]], key_of: dict[int, int], got: _Verified
+    ) -> None:
+        """The documents of the run that wrote and matched nothing look further back in the batch: at the
+        nearest ``bucket_members`` earlier documents of each band they share (what a bucket holds), not yet
+        verified. The nearest one of a band can be under the threshold and the duplicate behind it (copies of
+        a story edited apart); a flood's copies match at once and never pay for it. Adds to ``got`` (keys as
+        ``found``: integer ids)."""
+        writers = {i for i, key in key_of.items() if run.steps[i].writes and key not in got.matches}
+        deeper = self._batch_neighbours(run, self.gateway.bounds.bucket_members, writers) if writers else {}
+        reads: dict[int, tuple[Packed, int]] = {}
+        for i, ids in deeper.items():
+            num = run.steps[i].num
+            seen = np.fromiter(got.candidates.get(num, ()), dtype=np.uint32)
+            if (fresh := ids[~np.isin(ids, seen)]).size:
+                reads[num] = (fresh, num)
+        if not reads:
+            return
+        more, roots = choose_candidates(self.gateway, reads)
+        found, fps = verify_candidates(self.gateway, own, more)
+        got.matches.update(found)
+        got.fingerprints.update(fps)
+        got.roots.update(roots)
+        for key, picked in more.items():
+            got.candidates[key] = got.candidates.get(key, set()) | picked
+
+    def _batch_neighbours(self, run: _Run, depth: int, only: set[int] | None = None) -> dict[int, Packed]:
+        """By step index (of ``only``, when given), the integer ids of the ``depth`` nearest earlier documents
+        of the run with a band hash in common, and of the ``bucket_members`` nearest with a shingle prefix
+        in common (bounds.batch_predecessors): a JOIN reads what a bucket held before the run."""
         rows = [
             i
             for i, (s, f) in enumerate(zip(run.steps, run.found, strict=True))
@@ -399,10 +427,13 @@ class Processor:
             return {}
         later, earlier = batch_predecessors(
             pad_rows([run.bands[i] for i in rows]),
-            BATCH_NEIGHBOURS,
+            depth,
             self.spec.bands,
             self.gateway.bounds.bucket_members,
         )
+        if only is not None:
+            wanted = np.isin(later, [at for at, i in enumerate(rows) if i in only])
+            later, earlier = later[wanted], earlier[wanted]
         if not later.size:
             return {}
         nums = np.array([run.steps[i].num for i in rows], dtype=np.uint32)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -99,7 +100,12 @@ def test_ctrl_c_says_how_many_were_pushed(pusher: subprocess.Popen[bytes], r: re
     pusher.send_signal(signal.SIGINT)
     _, err = pusher.communicate(timeout=10)
     assert pusher.returncode == 130
-    assert err.decode().strip() == "interrupted: pushed 2 documents to dedupd:docs"
+    # the entries can be in Redis before their reply reaches the pusher: then it says "at least" what it knows
+    said = re.fullmatch(
+        r"interrupted: pushed (at least )?(\d+) documents to dedupd:docs", err.decode().strip()
+    )
+    assert said, err
+    assert int(said[2]) == 2 if not said[1] else int(said[2]) <= 2
 
 
 @pytest.fixture
