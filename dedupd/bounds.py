@@ -134,6 +134,10 @@ def batch_predecessors(
     band, hashes, row = band[some], hashes[some], row[some]
     order = np.lexsort((row, hashes, band))  # per band and hash, in batch order: one sort for all bands
     b, h, r = band[order], hashes[order], row[order]
+    if b.size:  # only buckets shared within the batch make pairs (most hashes of a batch are its own)
+        group, first = _runs(b, h)
+        shared = np.flatnonzero(np.diff(np.append(first, b.size))[group] > 1)
+        b, h, r = b[shared], h[shared], r[shared]
     later, earlier = [], []
     for d in range(1, min(depth, n - 1) + 1):
         same = np.flatnonzero((b[d:] == b[:-d]) & (h[d:] == h[:-d]))

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dedupd.hashing import U64Array, fmix64
-from dedupd.lsh import SHORT_SHINGLES, prefix_length
+from dedupd.lsh import prefix_length, short_limit
 from dedupd.minhash import EMPTY, make_hasher
 from dedupd.shingling import Shingler, distinct32, distinct64, normalize
 from dedupd.spec import IndexSpec
@@ -128,15 +128,27 @@ class Fingerprinter:
 
     def band_hashes(self, fps: Sequence[Fingerprint]) -> list[U64Array]:
         """Each document's band hashes: one per LSH band, then, for a short document (at most
-        SHORT_SHINGLES distinct shingles), the prefix of its sorted 64-bit shingle hashes that finds every
+        lsh.short_limit distinct shingles: 32 below threshold 0.75), the prefix of its sorted 64-bit shingle hashes that finds every
         document at the threshold or above (lsh.prefix_length): their buckets are band ``bands``."""
         if not fps:
             return []
-        rows = list(self.lsh.band_hashes(np.stack([fp.signature for fp in fps])))
-        t = self.spec.threshold
-        for i, fp in enumerate(fps):
-            hs = fp.hashes
-            if hs is not None and 0 < hs.size <= SHORT_SHINGLES:
-                # the smallest hashes are the prefix; mixed again so that their buckets spread like others
-                rows[i] = np.concatenate([rows[i], fmix64(hs[: prefix_length(hs.size, t)])])
-        return rows
+        lsh = self.lsh.band_hashes(np.stack([fp.signature for fp in fps]))
+        t, bands = self.spec.threshold, self.lsh.bands
+        limit = short_limit(t)
+        short = [
+            (i, fp.hashes[: prefix_length(fp.hashes.size, t)])
+            for i, fp in enumerate(fps)
+            if fp.hashes is not None and 0 < fp.hashes.size <= limit
+        ]
+        if not short:
+            return list(lsh)
+        # the smallest hashes are the prefix; mixed again so that their buckets spread like the others
+        sizes = np.array([p.size for _, p in short], dtype=np.int64)
+        table = np.zeros((len(fps), bands + int(sizes.max())), dtype=np.uint64)
+        table[:, :bands] = lsh
+        rows_of = np.repeat(np.array([i for i, _ in short], dtype=np.int64), sizes)
+        cols = bands + np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        table[rows_of, cols] = fmix64(np.concatenate([p for _, p in short]))
+        width = np.full(len(fps), bands, dtype=np.int64)
+        width[[i for i, _ in short]] += sizes
+        return [table[i, :w] for i, w in enumerate(width.tolist())]

@@ -401,9 +401,9 @@ class Processor:
         reads: dict[int, tuple[Packed, int]] = {}
         for i, ids in deeper.items():
             num = run.steps[i].num
-            seen = np.fromiter(got.candidates.get(num, ()), dtype=np.uint32)
-            if (fresh := ids[~np.isin(ids, seen)]).size:
-                reads[num] = (fresh, num)
+            seen = got.candidates.get(num, set())
+            if fresh := [n for n in ids.tolist() if n not in seen]:
+                reads[num] = (np.array(fresh, dtype=np.uint32), num)
         if not reads:
             return
         more, roots = choose_candidates(self.gateway, reads)

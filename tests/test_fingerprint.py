@@ -47,4 +47,7 @@ def test_empty_text_is_empty_and_unbanded() -> None:
     empty, full = fpr.compute(["   ", "some words here"])
     assert empty.empty and not full.empty
     (row,) = fpr.band_hashes([full])
-    assert row.shape == (9,)  # 8 bands, and the one shingle of a short document (lsh.prefix_length)
+    assert row.shape == (8,)  # 8 bands (at threshold 0.8 no shingle prefix: lsh.short_limit)
+    low = Fingerprinter(IndexSpec("word:3", 64, 5, 8, 8, threshold=0.5))
+    (row,) = low.band_hashes(low.compute(["some words here"]))
+    assert row.shape == (9,)  # and the one shingle of a short document below 0.75 (lsh.prefix_length)

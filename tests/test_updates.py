@@ -188,7 +188,7 @@ def test_on_a_cluster_a_retry_leaves_a_short_documents_prefix_buckets_too(
     """The same with short documents, whose rows of band hashes go on past the LSH bands (their shingle
     prefix: lsh.prefix_length), so the rows kept to leave differ in length."""
     v1, v2 = "alpha beta gamma delta epsilon zeta", "one two three four five six seven eight nine ten"
-    daemon = make_daemon(redis_url)
+    daemon = make_daemon(redis_url, threshold=0.5)  # (short documents' prefixes: below threshold 0.75)
     as_on_a_cluster(daemon)
     fpr = daemon.gateway.fingerprinter
     width = {t: row.size for t, row in zip((v1, v2), fpr.band_hashes(fpr.compute([v1, v2])), strict=True)}
