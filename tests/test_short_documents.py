@@ -107,3 +107,13 @@ def test_a_short_duplicate_further_back_in_the_batch_is_found(r: redis.Redis, re
     drain(make_daemon(redis_url, threshold=0.5, batch_size=64))
     got = {a["id"]: a["duplicate_of"] for a in alerts(r)}
     assert got.get("neverputt") == "kolf", got
+
+
+def test_a_query_finds_a_short_duplicate_as_an_upsert_would(r: redis.Redis, redis_url: str) -> None:
+    from dedupd.client import Client
+
+    push(r, [{"id": "kolf", "text": SHORT}])
+    drain(make_daemon(redis_url, threshold=0.5))
+    client = Client.connect(redis_url, threshold=0.5)
+    verdict = client.query(LONGER)
+    assert [(m.id, round(m.similarity, 4)) for m in verdict.matches] == [("kolf", 0.5)]
