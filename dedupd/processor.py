@@ -171,6 +171,7 @@ class BatchResult:
     processed: int = 0
     alerts: list[Alert] = field(default_factory=list)
     dead: int = 0
+    queries: int = 0
 
     def add(self, other: BatchResult) -> None:
         self.ack += other.ack
@@ -178,6 +179,7 @@ class BatchResult:
         self.processed += other.processed
         self.alerts += other.alerts
         self.dead += other.dead
+        self.queries += other.queries
 
 
 @dataclass(slots=True)
@@ -210,6 +212,7 @@ class Processor:
         # the documents' in-flight entries (the daemons: an entry waits for older ones); a rebuild replays in order
         self.inflight = inflight
         self.spec = gateway.spec
+        self._queries = 0  # query entries answered by the batch in hand
 
     @property
     def emits(self) -> bool:
@@ -226,6 +229,7 @@ class Processor:
     def process(self, raw: Sequence[RawEntry], deliveries: dict[str, int] | None = None) -> BatchResult:
         """Process raw entries; returns the entry ids to acknowledge, the deferred ones, and what happened."""
         result = BatchResult()
+        self._queries = 0
         dead: list[DeadLetter] = []
         valid: list[Entry] = []
         for entry_id, fields in raw:
@@ -253,9 +257,28 @@ class Processor:
         if dead and self.emits:
             self.dead_letter(dead)
             result.dead = len(dead)
+        result.queries, self._queries = self._queries, 0
+        if self.emits:
+            self._count(result)
         deferred = set(result.deferred)
         result.ack = [entry_id for entry_id, _ in raw if entry_id not in deferred]
         return result
+
+    def _count(self, result: BatchResult) -> None:
+        """Add what the batch did to the counters, once its writes are all done: a batch that fails on the way
+        (a busy or restarting server) and is done again counts once, not once per attempt."""
+        counts = {
+            "processed": result.processed,
+            "alerts": len(result.alerts),
+            "dead": result.dead,
+            "queries": result.queries,
+        }
+        if any(counts.values()):
+            pipe = self.gateway.client.pipeline(transaction=False)
+            for name, n in counts.items():
+                if n:
+                    pipe.hincrby(self.gateway.keys.counters, name, n)
+            pipe.execute()
 
     def _parse(self, entry_id: str, fields: dict[bytes, bytes]) -> Entry:
         s = self.settings
@@ -273,7 +296,6 @@ class Processor:
             entries.append((entry_id, pairs))
         keys = self.gateway.keys
         self.gateway.emit(pipe, keys.dead, self.settings.dead_retention, self.settings.seen_ttl_s, entries)
-        pipe.pipe.hincrby(keys.counters, "dead", len(dead))
         pipe.execute()
         for (entry_id, _), code, detail in dead:
             log.warning("dead-lettered %s: %s (%s)", entry_id, code, detail)
@@ -518,9 +540,6 @@ class Processor:
             [steps[i].entry for i in done if steps[i].action is Action.QUERY],
             {steps[i].entry.entry_id: m for i, m in matches.items()},
         )
-        pipe.pipe.hincrby(gw.keys.counters, "processed", len(entries))
-        if alerting:
-            pipe.pipe.hincrby(gw.keys.counters, "alerts", len(alerting))
         pipe.execute()
 
     def _add_roots(self, alerting: list[tuple[int, Step]], verified: _Verified) -> None:
@@ -578,4 +597,4 @@ class Processor:
             by_stream.setdefault(q.reply_to, []).append((q.entry_id, verdict.fields()))
         for name, entries in by_stream.items():
             self.gateway.reply(pipe, name, self.settings.reply_maxlen, self.settings.reply_ttl_s, entries)
-        pipe.pipe.hincrby(self.gateway.keys.counters, "queries", len(queries))
+        self._queries += len(queries)
