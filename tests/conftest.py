@@ -98,6 +98,19 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("DEDUPD_METRICS_PORT", "0")  # tests that want metrics choose a free port
 
 
+@pytest.fixture(autouse=True)
+def _no_daemon_left() -> Iterator[None]:
+    """A test that fails before it stops its `dedupd serve` processes does not leave them running."""
+    from procs import STARTED
+
+    yield
+    for served in STARTED:
+        if served.proc.poll() is None:
+            served.proc.kill()
+            served.proc.wait(timeout=10)
+    STARTED.clear()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _compiled_kernels() -> None:
     """Compile dedupd's numba kernels once, before any test spawns a daemon: they are cached on disk

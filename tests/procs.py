@@ -24,6 +24,11 @@ from dedupd.settings import load_settings
 DEDUPD = [sys.executable, "-m", "dedupd"]
 
 
+STARTED: list[
+    Served
+] = []  # every Served of the test in hand (conftest kills what a failed test left running)
+
+
 class Served:
     """A `dedupd serve` process whose stderr goes to a file (no pipe to fill up)."""
 
@@ -39,6 +44,7 @@ class Served:
         argv = [*(command or [*DEDUPD, "serve"]), *args]
         with open(log, "ab") as err:
             self.proc = subprocess.Popen(argv, env=e, stdout=subprocess.DEVNULL, stderr=err)
+        STARTED.append(self)
 
     @property
     def stderr(self) -> str:
