@@ -127,11 +127,8 @@ def batch_predecessors(
     >>> [a.tolist() for a in batch_predecessors(np.array([[1, 5], [2, 5], [3, 5]], np.uint64), 1, 1, 2)]
     [[1, 2, 2], [0, 1, 0]]
     """
-    n, width = bands.shape
-    band = np.tile(column_bands(width, width if n_bands is None else n_bands).astype(np.uint64), n)
-    hashes, row = bands.ravel(), np.repeat(np.arange(n, dtype=np.int64), width)
-    some = np.flatnonzero(hashes)
-    band, hashes, row = band[some], hashes[some], row[some]
+    n = bands.shape[0]
+    band, hashes, row = _entries(bands, n_bands)
     order = np.lexsort((row, hashes, band))  # per band and hash, in batch order: one sort for all bands
     b, h, r = band[order], hashes[order], row[order]
     if b.size:  # only buckets shared within the batch make pairs (most hashes of a batch are its own)
@@ -182,13 +179,9 @@ def evictions(
     ...           np.array([True, True, False, False]), keep=2).tolist()
     [[0, 7, 8, 4], [0, 7, 9, 5]]
     """
-    n, width = bands.shape
-    band = np.tile(column_bands(width, width if n_bands is None else n_bands).astype(np.uint64), n)
-    hashes, member = bands.ravel(), np.repeat(np.arange(n), width)
-    some = np.flatnonzero(hashes)  # 0: no hash (a shorter row, padded)
-    if not some.size:
+    band, hashes, member = _entries(bands, n_bands)
+    if not band.size:
         return np.zeros((0, 4), dtype=np.uint64)
-    band, hashes, member = band[some], hashes[some], member[some]
     order = np.lexsort((-nums[member].astype(np.int64), roots[member], hashes, band))
     band, hashes, member = band[order], hashes[order], member[order]
     group, first = _runs(band, hashes, roots[member])
@@ -268,6 +261,22 @@ def _find(parent: dict[int, int], x: int) -> int:
     while parent.get(x, x) != x:
         x = parent[x]
     return x
+
+
+def _entries(
+    bands: npt.NDArray[np.uint64], n_bands: int | None
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
+    """A table of band-hash rows as (band, hash, row) entries, one per hash; a 0 (no hash: a shorter row,
+    padded) is left out. Columns from ``n_bands`` on are all one band (lsh.column_bands).
+
+    >>> [a.tolist() for a in _entries(np.array([[5, 0, 7]], np.uint64), 1)]
+    [[0, 1], [5, 7], [0, 0]]
+    """
+    n, width = bands.shape
+    band = np.tile(column_bands(width, width if n_bands is None else n_bands).astype(np.uint64), n)
+    hashes, row = bands.ravel(), np.repeat(np.arange(n, dtype=np.int64), width)
+    some = np.flatnonzero(hashes)
+    return band[some], hashes[some], row[some]
 
 
 def _runs(*keys: npt.NDArray[np.generic]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
