@@ -30,6 +30,7 @@ from dedupd import lua
 from dedupd.buckets import DocWrite
 from dedupd.connection import RedisClient, ScriptPipeline
 from dedupd.keys import Keys
+from dedupd.lsh import left_behind
 from dedupd.lua import Op
 from dedupd.record import record_entry_id
 
@@ -98,9 +99,8 @@ class ClusterRecords:
             if rows is None:
                 w = DocWrite(w.num)
             elif rows:
-                for row in _rows(rows):
-                    same = min(row.size, w.add.size)
-                    row[:same] = np.where(row[:same] != w.add[:same], row[:same], np.uint64(0))
+                for kept in _rows(rows):
+                    row = left_behind(kept, w.add)
                     if row.any():
                         sent.append(DocWrite(w.num, remove=row))
             at.append(len(sent))

@@ -71,6 +71,20 @@ def column_bands(width: int, bands: int) -> npt.NDArray[np.int64]:
     return np.minimum(np.arange(width, dtype=np.int64), bands)
 
 
+def left_behind(old: U64Array, new: U64Array) -> U64Array:
+    """The band hashes of ``old`` that ``new`` does not hold at the same column (0 elsewhere): the buckets a
+    document leaves when it goes from one row to the other (rows may differ in length: a short document's
+    shingle prefix).
+
+    >>> left_behind(np.array([1, 2, 3], np.uint64), np.array([1, 5], np.uint64)).tolist()
+    [0, 2, 3]
+    """
+    same = min(old.size, new.size)
+    out = old.copy()
+    out[:same] = np.where(old[:same] != new[:same], old[:same], 0)
+    return out
+
+
 def pad_rows(rows: Sequence[U64Array], width: int = 0) -> U64Array:
     """Rows of band hashes of different lengths as one table, at least ``width`` wide (0 = no hash).
 

@@ -34,12 +34,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-import numpy as np
-
 from dedupd.buckets import DocWrite
 from dedupd.entries import Entry, Op
 from dedupd.fingerprint import AppendTo, Fingerprint
 from dedupd.hashing import U64Array
+from dedupd.lsh import left_behind
 from dedupd.record import Record, encode_record
 
 
@@ -176,9 +175,7 @@ def doc_write(
     w.rejoin = step.action is Action.REJOIN
     # leave only the buckets that change (0 = leave that band alone); a short document's shingle prefix
     # (past the LSH bands) may have grown or shrunk
-    same = min(old_bands.size, new_bands.size)
-    w.remove = old_bands.copy()
-    w.remove[:same] = np.where(old_bands[:same] != new_bands[:same], old_bands[:same], 0)
+    w.remove = left_behind(old_bands, new_bands)
     if step.action is Action.APPLY:
         e = step.entry
         w.record = encode_record(e.doc_id, new, e.entry_id, e.source, store_shingles)
