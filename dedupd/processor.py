@@ -212,7 +212,6 @@ class Processor:
         # the documents' in-flight entries (the daemons: an entry waits for older ones); a rebuild replays in order
         self.inflight = inflight
         self.spec = gateway.spec
-        self._queries = 0  # query entries answered by the batch in hand
 
     @property
     def emits(self) -> bool:
@@ -229,7 +228,6 @@ class Processor:
     def process(self, raw: Sequence[RawEntry], deliveries: dict[str, int] | None = None) -> BatchResult:
         """Process raw entries; returns the entry ids to acknowledge, the deferred ones, and what happened."""
         result = BatchResult()
-        self._queries = 0
         dead: list[DeadLetter] = []
         valid: list[Entry] = []
         for entry_id, fields in raw:
@@ -257,7 +255,6 @@ class Processor:
         if dead and self.emits:
             self.dead_letter(dead)
             result.dead = len(dead)
-        result.queries, self._queries = self._queries, 0
         if self.emits:
             self._count(result)
         deferred = set(result.deferred)
@@ -535,11 +532,9 @@ class Processor:
             if (b := self._basket(e, links.get(e.entry_id, []))) is not None
         ]
         gw.emit(pipe, gw.keys.baskets, s.basket_retention, s.seen_ttl_s, baskets)
-        self._replies(
-            pipe,
-            [steps[i].entry for i in done if steps[i].action is Action.QUERY],
-            {steps[i].entry.entry_id: m for i, m in matches.items()},
-        )
+        queries = [steps[i].entry for i in done if steps[i].action is Action.QUERY]
+        self._replies(pipe, queries, {steps[i].entry.entry_id: m for i, m in matches.items()})
+        result.queries += len(queries)
         pipe.execute()
 
     def _add_roots(self, alerting: list[tuple[int, Step]], verified: _Verified) -> None:
@@ -597,4 +592,3 @@ class Processor:
             by_stream.setdefault(q.reply_to, []).append((q.entry_id, verdict.fields()))
         for name, entries in by_stream.items():
             self.gateway.reply(pipe, name, self.settings.reply_maxlen, self.settings.reply_ttl_s, entries)
-        self._queries += len(queries)

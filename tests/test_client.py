@@ -97,6 +97,7 @@ def test_query_through_the_stream_replies_and_changes_nothing(r: redis.Redis, re
     assert raw[b"duplicate"] == b"0" and b"cluster" not in raw and raw[b"input"]
     assert 0 < r.ttl(Keys().reply("me")) <= 3600
     assert [(f[b"id"], f[b"error"]) for f in dead(r)] == [(b"q3", b"bad_reply_to"), (b"q4", b"bad_reply_to")]
+    assert r.hget(Keys().counters, "queries") == b"2"  # the two answered
     daemon.processor.process([(e.decode(), f) for e, f in r.xrange(Keys().docs)][-4:-2])  # redelivered
     assert len(r.xrange(Keys().reply("me"))) == 2  # once per query entry
     push(r, [{"id": "u1", "text": q1}])  # the same text as q1, upserted: its alert names the same matches
