@@ -40,11 +40,10 @@ Left = bytes | None  # per write: None when its record had changed (nothing writ
 class ClusterRecords:
     """Compare-and-set and settle the records of one generation's writes (Redis Cluster)."""
 
-    def __init__(self, client: RedisClient, keys: Keys, generation: int, bands: int) -> None:
+    def __init__(self, client: RedisClient, keys: Keys, generation: int) -> None:
         self.client = client
         self.keys = keys
         self.generation = generation
-        self.bands = bands
         self._cas = client.register_script(lua.RECORD_CAS)
         self._settle = client.register_script(lua.RECORD_SETTLE)
 

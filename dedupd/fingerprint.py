@@ -128,8 +128,9 @@ class Fingerprinter:
 
     def band_hashes(self, fps: Sequence[Fingerprint]) -> list[U64Array]:
         """Each document's band hashes: one per LSH band, then, for a short document (at most
-        lsh.short_limit distinct shingles: 32 below threshold 0.75), the prefix of its sorted 64-bit shingle hashes that finds every
-        document at the threshold or above (lsh.prefix_length): their buckets are band ``bands``."""
+        lsh.short_limit distinct shingles: 32 below threshold 0.75), the prefix of its sorted 64-bit shingle
+        hashes that finds every document at the threshold or above (lsh.prefix_length): their buckets are
+        band ``bands``."""
         if not fps:
             return []
         lsh = self.lsh.band_hashes(np.stack([fp.signature for fp in fps]))

@@ -131,7 +131,7 @@ class Gateway:
         reg = client.register_script
         self._resolve, self._forget = reg(lua.RESOLVE_IDS), reg(unionfind.FORGET_IDS)
         self._buckets, self._versions = reg(lua.BUCKETS), reg(lua.VERSIONS)
-        self.records = ClusterRecords(client, keys, generation, spec.bands)  # used on a Redis Cluster
+        self.records = ClusterRecords(client, keys, generation)  # used on a Redis Cluster
         self._emit, self._union = reg(lua.EMIT_MANY), reg(unionfind.UNION_ROOTS)
         self._reply, self._roots, self._evict = reg(lua.REPLY), reg(unionfind.FIND_ROOTS), reg(lua.EVICT)
         self._uf = [keys.uf_parent, keys.uf_children, keys.uf_gone, keys.uf_floor]
