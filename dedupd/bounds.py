@@ -127,24 +127,56 @@ def batch_predecessors(
     >>> [a.tolist() for a in batch_predecessors(np.array([[1, 5], [2, 5], [3, 5]], np.uint64), 1, 1, 2)]
     [[1, 2, 2], [0, 1, 0]]
     """
-    n = bands.shape[0]
+    return predecessors(shared_entries(bands, n_bands), depth, n_bands, prefix_depth)
+
+
+@dataclass(frozen=True, slots=True)
+class SharedEntries:
+    """The (band, hash, row) entries of a batch's band-hash rows that another row of the batch shares,
+    those of one band and hash together and in row order (one sort for all bands; most hashes of a batch
+    are its own)."""
+
+    band: npt.NDArray[np.uint64]
+    hashes: npt.NDArray[np.uint64]
+    row: npt.NDArray[np.int64]
+    rows: int  # rows of the table
+
+
+def shared_entries(bands: npt.NDArray[np.uint64], n_bands: int | None = None) -> SharedEntries:
+    """The shared entries of a table of band-hash rows (see :func:`batch_predecessors`), for one or more
+    :func:`predecessors` calls."""
     band, hashes, row = _entries(bands, n_bands)
-    order = np.lexsort((row, hashes, band))  # per band and hash, in batch order: one sort for all bands
+    order = np.argsort(hashes, kind="stable")  # by hash, in batch order (entries come row by row)
     b, h, r = band[order], hashes[order], row[order]
-    if b.size:  # only buckets shared within the batch make pairs (most hashes of a batch are its own)
+    if ((h[1:] == h[:-1]) & (b[1:] != b[:-1])).any():  # one hash in two bands: keep the bands apart
+        order = np.lexsort((row, hashes, band))
+        b, h, r = band[order], hashes[order], row[order]
+    if b.size:
         group, first = _runs(b, h)
         shared = np.flatnonzero(np.diff(np.append(first, b.size))[group] > 1)
         b, h, r = b[shared], h[shared], r[shared]
+    return SharedEntries(b, h, r, bands.shape[0])
+
+
+def predecessors(
+    entries: SharedEntries, depth: int, n_bands: int | None = None, prefix_depth: int = 0
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """:func:`batch_predecessors` of the shared entries of a table."""
+    b, h, r, n = entries.band, entries.hashes, entries.row, entries.rows
     later, earlier = [], []
     for d in range(1, min(depth, n - 1) + 1):
         same = np.flatnonzero((b[d:] == b[:-d]) & (h[d:] == h[:-d]))
+        if not same.size:  # no bucket of the batch has more than d members: none has d + 1
+            break
         later.append(r[same + d])
         earlier.append(r[same])
     if n_bands is not None and prefix_depth > depth:
-        at = np.flatnonzero(b == n_bands)  # the prefix band sorts last
+        at = np.flatnonzero(b == n_bands)  # the prefix band, still by hash and row
         ph, pr = h[at], r[at]
         for d in range(depth + 1, min(prefix_depth, ph.size - 1) + 1):
             same = np.flatnonzero(ph[d:] == ph[:-d])
+            if not same.size:
+                break
             later.append(pr[same + d])
             earlier.append(pr[same])
     if not later:

@@ -29,12 +29,13 @@ from dedupd.bounds import Bounds
 from dedupd.buckets import ClusterEncoding, DocWrite, SingleEncoding, bucket_keys, bucket_ops
 from dedupd.cluster_records import ClusterRecords
 from dedupd.connection import RedisClient, ScriptPipeline, is_cluster
-from dedupd.fingerprint import Fingerprinter
+from dedupd.fingerprint import Fingerprint, Fingerprinter
 from dedupd.hashing import U64Array
 from dedupd.keys import Keys, Meta
 from dedupd.lsh import column_bands
 from dedupd.planner import DocState, sid
-from dedupd.record import Record, decode_records, record_doc_id
+from dedupd.record import Record, record_doc_id
+from dedupd.record_cache import DecodedRecords
 from dedupd.spec import IndexSpec
 
 Emitted = tuple[str, list[Any]]  # (input entry id, field/value list) of one output entry
@@ -98,6 +99,8 @@ def _without(found: list[Packed | None], ids: Packed) -> list[Packed | None]:
         return found
     flat = np.concatenate([f for _, f in reads])
     keep = ~np.isin(flat, ids)
+    if keep.all():  # the usual case: no read holds a document of the batch
+        return found
     ends = np.cumsum([f.size for _, f in reads])[:-1]
     out = list(found)
     for (i, _), part, mask in zip(reads, np.split(flat, ends), np.split(keep, ends), strict=True):
@@ -138,6 +141,7 @@ class Gateway:
         self._shift = np.uint64(64 - spec.shard_bits)
         self._key_table: npt.NDArray[np.object_] | None = None
         self._key_cache: dict[tuple[int, int], str] = {}
+        self._decoded = DecodedRecords()
 
     @classmethod
     def open(
@@ -209,7 +213,12 @@ class Gateway:
             for i in range(0, len(names), 1000):
                 pipe.mget(names[i : i + 1000])
             blobs = [b for part in pipe.execute() for b in part]
-        return decode_records(wanted, blobs, self.fingerprinter)
+        return self._decoded.decode(wanted, blobs, self.fingerprinter)
+
+    def band_hashes_of(self, nums: Sequence[int], fps: Sequence[Fingerprint]) -> list[U64Array]:
+        """The band hashes of records read (``fps[i]`` is record ``nums[i]``'s), computed once per record
+        while its decoded form is kept (record_cache.DecodedRecords)."""
+        return self._decoded.band_hashes(nums, fps, self.fingerprinter)
 
     def versions(self, nums: Sequence[int]) -> dict[int, str]:
         """Each record's version (its input entry id; '' when there is no record), without the records."""

@@ -79,6 +79,8 @@ def left_behind(old: U64Array, new: U64Array) -> U64Array:
     >>> left_behind(np.array([1, 2, 3], np.uint64), np.array([1, 5], np.uint64)).tolist()
     [0, 2, 3]
     """
+    if not old.size:  # a new document leaves nothing
+        return old
     same = min(old.size, new.size)
     out = old.copy()
     out[:same] = np.where(old[:same] != new[:same], old[:same], 0)
@@ -95,9 +97,11 @@ def pad_rows(rows: Sequence[U64Array], width: int = 0) -> U64Array:
     width = max(width, int(sizes.max(initial=0)))
     if not rows:
         return np.zeros((0, width), dtype=np.uint64)
-    if sizes.min() == width:
-        return np.stack(rows)
+    if sizes.min() == width:  # all full: one copy (np.stack costs a view per row)
+        return np.concatenate(rows).reshape(len(rows), width)
     out = np.zeros((len(rows), width), dtype=np.uint64)
+    if not sizes.any():  # all empty (the buckets new documents leave)
+        return out
     starts = np.cumsum(sizes) - sizes
     at = np.arange(int(sizes.sum()))
     out[np.repeat(np.arange(len(rows)), sizes), at - np.repeat(starts, sizes)] = np.concatenate(rows)

@@ -24,11 +24,13 @@ import numpy.typing as npt
 from dedupd.bounds import (
     BATCH_NEIGHBOURS,
     KEPT_PER_CLUSTER,
+    SharedEntries,
     alert_matches,
-    batch_predecessors,
     earlier_clusters,
     evictions,
     merged_roots,
+    predecessors,
+    shared_entries,
 )
 from dedupd.connection import ScriptPipeline
 from dedupd.entries import CUT_FIELD, DOC_TOO_LARGE, MAX_DELIVERIES, Entry, Op, parse_entry
@@ -49,11 +51,13 @@ RawEntry = tuple[str, dict[bytes, bytes]]
 InFlight = Callable[[list[str]], list[tuple[str, ...]]]  # document ids -> their in-flight entry ids
 DeadLetter = tuple[RawEntry, str, str]  # the entry, its error code, the detail
 _WORDS = re.compile(r"\w+")
+_quoted = json.encoder.encode_basestring_ascii  # a str as json.dumps quotes it (ensure_ascii)
 PHRASE_WORDS = 3  # words per phrase of a ``baskets = "phrases"`` basket
 MAX_PHRASES = 1000  # distinct phrases a document's basket holds at most (its first ones)
 _MAX_ATTEMPTS = 8
 _NO_BANDS = np.zeros(0, dtype=np.uint64)
 _NO_EVICTIONS = np.zeros((0, 4), dtype=np.uint64)
+_NO_SHARED = SharedEntries(np.zeros(0, np.uint64), np.zeros(0, np.uint64), np.zeros(0, np.int64), 0)
 
 
 _OWN_FIELDS = (b"error", b"detail", b"input", b"truncated", CUT_FIELD)
@@ -144,19 +148,25 @@ class Alert:
     meta: str | None
 
     def fields(self) -> dict[str, str]:
-        out = {
-            "id": self.doc_id,
-            "duplicate_of": self.matches[0][0],
-            "similarity": f"{self.matches[0][1]:.4f}",
-            "matches": json.dumps([[m, round(s, 4)] for m, s in self.matches]),
-            "cluster": self.cluster,
-            "input": self.input,
-            "verify": self.verify,
-        }
+        pairs = self.pairs()
+        return dict(zip(pairs[::2], pairs[1::2], strict=True))
+
+    def pairs(self) -> list[str]:
+        """The fields as one flat name/value list (what the alerts stream's entry holds), ``matches`` written
+        as ``json.dumps`` writes it (ids quoted and escaped by json's own encoder, similarities rounded).
+
+        >>> a = Alert("b", (("a", 0.912345), ('q"é', 0.8)), "a", "1-0", "exact", None, None)
+        >>> a.pairs()[6:8] == ["matches", json.dumps([["a", 0.9123], ['q"é', 0.8]])]
+        True
+        """
+        best, sim = self.matches[0]
+        matches = ", ".join(f"[{_quoted(m)}, {round(x, 4)!r}]" for m, x in self.matches)
+        out = ["id", self.doc_id, "duplicate_of", best, "similarity", f"{sim:.4f}", "matches", f"[{matches}]"]
+        out += ["cluster", self.cluster, "input", self.input, "verify", self.verify]
         if self.source is not None:
-            out["source"] = self.source
+            out += ["source", self.source]
         if self.meta is not None:
-            out["meta"] = self.meta
+            out += ["meta", self.meta]
         return out
 
 
@@ -191,6 +201,7 @@ class _Run:
     bands: list[U64Array]  # per step: the band hashes of the document after it
     found: list[Packed | None] = field(default_factory=list)  # per step: its bucket reads, None = retry
     refused: dict[int, str] = field(default_factory=dict)  # by step: why its document was not stored
+    shared: tuple[list[int], SharedEntries] | None = None  # the rows and shared band hashes of its writes
 
 
 @dataclass(slots=True)
@@ -437,19 +448,18 @@ class Processor:
         """By step index (of ``only``, when given), the integer ids of the ``depth`` nearest earlier documents
         of the run with a band hash in common, and of the ``bucket_members`` nearest with a shingle prefix
         in common (bounds.batch_predecessors): a JOIN reads what a bucket held before the run."""
-        rows = [
-            i
-            for i, (s, f) in enumerate(zip(run.steps, run.found, strict=True))
-            if s.writes and f is not None and run.bands[i].size and run.new[i] is not None
-        ]
+        if run.shared is None:  # sorted once per run, for both looks
+            rows = [
+                i
+                for i, (s, f) in enumerate(zip(run.steps, run.found, strict=True))
+                if s.writes and f is not None and run.bands[i].size and run.new[i] is not None
+            ]
+            table = pad_rows([run.bands[i] for i in rows]) if len(rows) >= 2 else None
+            run.shared = (rows, shared_entries(table, self.spec.bands) if table is not None else _NO_SHARED)
+        rows, shared = run.shared
         if len(rows) < 2:
             return {}
-        later, earlier = batch_predecessors(
-            pad_rows([run.bands[i] for i in rows]),
-            depth,
-            self.spec.bands,
-            self.gateway.bounds.bucket_members,
-        )
+        later, earlier = predecessors(shared, depth, self.spec.bands, self.gateway.bounds.bucket_members)
         if only is not None:
             wanted = np.isin(later, [at for at, i in enumerate(rows) if i in only])
             later, earlier = later[wanted], earlier[wanted]
@@ -457,12 +467,10 @@ class Processor:
             return {}
         nums = np.array([run.steps[i].num for i in rows], dtype=np.uint32)
         order = np.argsort(later, kind="stable")
-        later, earlier = later[order], earlier[order]
-        cuts = np.flatnonzero(np.diff(later)) + 1
-        return {
-            rows[int(part[0])]: nums[ids]
-            for part, ids in zip(np.split(later, cuts), np.split(earlier, cuts), strict=True)
-        }
+        later, ids = later[order], nums[earlier[order]]
+        starts = np.flatnonzero(np.diff(later, prepend=-1)).tolist()
+        ends = [*starts[1:], later.size]
+        return {rows[int(later[a])]: ids[a:b] for a, b in zip(starts, ends, strict=True)}
 
     # ----- outputs -----
     def _basket(self, e: Entry, links: list[str]) -> list[str] | None:
@@ -522,7 +530,7 @@ class Processor:
                 e.meta,
             )
             result.alerts.append(alert)
-            out.append((e.entry_id, [x for kv in alert.fields().items() for x in kv]))
+            out.append((e.entry_id, alert.pairs()))
         gw.emit(pipe, gw.keys.alerts, s.alerts_retention, s.seen_ttl_s, out)
         entries = [steps[i].entry for i in done if steps[i].action is not Action.QUERY]
         links = {steps[i].entry.entry_id: [m[0] for m in named[i]] for i, _ in alerting}
@@ -568,7 +576,7 @@ class Processor:
         if not members or not before:
             return _NO_EVICTIONS
         olds = sorted(before)
-        rows = self.gateway.fingerprinter.band_hashes([fps[n] for n in olds])
+        rows = self.gateway.band_hashes_of(olds, [fps[n] for n in olds])
         members += [(n, final[root_of[n]], row) for n, row in zip(olds, rows, strict=True)]
         nums = np.array([m[0] for m in members], dtype=np.uint64)
         roots = np.array([m[1] for m in members], dtype=np.uint64)

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import ranked
 
-from dedupd.bounds import alert_matches, evictions, pick_candidates, ranked_many
+from dedupd.bounds import alert_matches, batch_predecessors, evictions, pick_candidates, ranked_many
 
 
 @given(st.lists(st.integers(1, 30), max_size=200), st.integers(1, 30))
@@ -117,3 +117,43 @@ def test_evictions_leave_the_newest_of_each_bucket_and_cluster(
 def test_ranked_many_is_ranked_per_key(reads_raw: dict[int, tuple[list[int], int]]) -> None:
     reads = {k: (np.array(ids, dtype=np.uint32), own) for k, (ids, own) in reads_raw.items()}
     assert ranked_many(reads) == {k: ranked(packed, own)[0] for k, (packed, own) in reads.items()}
+
+
+def _predecessors_by_hand(
+    table: list[list[int]], depth: int, n_bands: int, prefix_depth: int
+) -> list[tuple[int, int]]:
+    """batch_predecessors, one band and hash at a time: each row with the nearest earlier rows that hold
+    the same hash in the same band (columns from n_bands on are one band), depth of them (prefix_depth in
+    the prefix band when it is deeper)."""
+    holders: dict[tuple[int, int], list[int]] = {}
+    for row, hashes in enumerate(table):
+        for col, h in enumerate(hashes):
+            if h:
+                holders.setdefault((min(col, n_bands), h), []).append(row)
+    pairs = []
+    for (band, _), rows in holders.items():
+        d = max(depth, prefix_depth) if band == n_bands else depth
+        pairs += [(row, rows[k - j]) for k, row in enumerate(rows) for j in range(1, min(d, k) + 1)]
+    return sorted(pairs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 12).flatmap(
+        lambda n: st.lists(st.lists(st.integers(0, 4), min_size=5, max_size=5), min_size=n, max_size=n)
+    ),
+    st.integers(1, 4),
+    st.integers(0, 6),
+)
+def test_batch_predecessors_equal_the_nearest_holders_by_hand(
+    table: list[list[int]], depth: int, prefix_depth: int
+) -> None:
+    # three LSH bands and a prefix band of two columns; few hash values, so that a hash is often shared,
+    # also across bands (the sort by hash alone must keep the bands apart)
+    for row in table:  # a prefix holds distinct hashes
+        if row[3] == row[4]:
+            row[4] = 0
+    got = batch_predecessors(np.array(table, dtype=np.uint64), depth, 3, prefix_depth)
+    assert sorted(zip(got[0].tolist(), got[1].tolist(), strict=True)) == _predecessors_by_hand(
+        table, depth, 3, prefix_depth
+    )

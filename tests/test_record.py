@@ -15,6 +15,7 @@ import pytest
 from dedupd.errors import ConfigError
 from dedupd.fingerprint import AppendTo, Fingerprint, Fingerprinter
 from dedupd.record import VERSION, VERSION_HASHES, decode_records, encode_record, record_doc_id
+from dedupd.record_cache import DecodedRecords
 from dedupd.spec import IndexSpec
 
 WORDS = [
@@ -142,3 +143,42 @@ def test_append_to_a_decoded_short_record_equals_upsert(exact: bool) -> None:
         if fp.hashes is not None:
             assert np.array_equal(fp.hashes, full.hashes)
     assert forms[0] == VERSION_HASHES and forms[-1] == VERSION
+
+
+# ----- decoded records kept by their stored bytes (record_cache.DecodedRecords) -----
+def _blob(fpr: Fingerprinter, doc_id: str, text: str, entry: str) -> bytes:
+    return encode_record(doc_id, fpr.compute([text])[0], entry, None, True)
+
+
+def test_a_record_changed_since_it_was_kept_is_decoded_anew() -> None:
+    fpr = Fingerprinter(IndexSpec("word:3", 64, 7, 16, 4), keep_shingles=True)
+    cache = DecodedRecords()
+    old = _blob(fpr, "a", "the first version of this text", "1-0")
+    new = _blob(fpr, "a", "an entirely different second text", "2-0")
+    first = cache.decode([5], [old], fpr)[5]
+    second = cache.decode([5], [new], fpr)[5]
+    assert first is not None and second is not None and second is not first
+    assert second.entry_id == "2-0"
+    assert (
+        second.fingerprint.shingles.tolist()
+        == decode_records([5], [new], fpr)[5].fingerprint.shingles.tolist()
+    )  # type: ignore[union-attr]
+    assert cache.decode([5], [None], fpr) == {5: None}  # deleted meanwhile: gone, not the kept one
+
+
+def test_kept_records_are_bounded_in_bytes_oldest_out_first_and_large_ones_not_kept() -> None:
+    fpr = Fingerprinter(IndexSpec("word:3", 64, 7, 16, 4), keep_shingles=True)
+    blobs = [
+        _blob(fpr, f"d{i:02d}", f"text number {i:02d} of the bounded cache test", f"{i:02d}-0")
+        for i in range(20)
+    ]
+    size = len(blobs[0])
+    assert {len(b) for b in blobs} == {size}
+    cache = DecodedRecords(max_bytes=5 * size, max_entry_bytes=size)
+    first = cache.decode(list(range(20)), blobs, fpr)
+    assert len(cache) == 5 and cache.stored_bytes == 5 * size
+    assert cache.decode([19], [blobs[19]], fpr)[19] is first[19]  # among the newest: kept
+    assert cache.decode([0], [blobs[0]], fpr)[0] is not first[0]  # the oldest went first
+    big = _blob(fpr, "big", " ".join(WORDS * 20), "99-0")
+    assert len(big) > size
+    assert cache.decode([99], [big], fpr)[99] is not cache.decode([99], [big], fpr)[99]  # never kept
