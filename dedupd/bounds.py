@@ -212,6 +212,8 @@ def evictions(
     [[0, 7, 8, 4], [0, 7, 9, 5]]
     """
     band, hashes, member = _entries(bands, n_bands)
+    crowded = _crowded(band, hashes, new[member], keep)  # the others have nothing to evict
+    band, hashes, member = band[crowded], hashes[crowded], member[crowded]
     if not band.size:
         return np.zeros((0, 4), dtype=np.uint64)
     order = np.lexsort((-nums[member].astype(np.int64), roots[member], hashes, band))
@@ -227,6 +229,29 @@ def evictions(
     oldest_first = (size - 1 - rank)[gone]  # 0 for the oldest member
     stays = first[group[gone]] + np.maximum(keep - 1 - oldest_first, 0)
     return np.stack([band[gone], hashes[gone], nums[member[stays]], nums[member[gone]]], axis=1)
+
+
+def _crowded(
+    band: npt.NDArray[np.uint64], hashes: npt.NDArray[np.uint64], new: npt.NDArray[np.bool_], keep: int
+) -> npt.NDArray[np.int64]:
+    """The (band, hash) entries of the buckets with more than ``keep`` members, one of them new: a cheap
+    first cut (one sort by hash) before the evictions' sort by bucket, cluster and age.
+
+    >>> _crowded(*(np.array(x, np.uint64) for x in ([0, 0, 1, 0], [5, 6, 5, 5])), np.array([1, 0, 1, 0], bool), 1)
+    array([0, 3])
+    """
+    order = np.argsort(hashes, kind="stable")
+    b, h = band[order], hashes[order]
+    start = np.ones(b.size, dtype=bool)
+    start[1:] = (b[1:] != b[:-1]) | (h[1:] != h[:-1])
+    if ((h[1:] == h[:-1]) & (b[1:] != b[:-1])).any():  # one hash in two bands: sort by band too
+        order = np.lexsort((hashes, band))
+        b, h = band[order], hashes[order]
+        start[1:] = (b[1:] != b[:-1]) | (h[1:] != h[:-1])
+    group, first = np.cumsum(start) - 1, np.flatnonzero(start)
+    size = np.diff(np.append(first, b.size))
+    with_new = np.maximum.reduceat(new[order].astype(np.int8), first).astype(bool) if b.size else start
+    return np.sort(order[((size > keep) & with_new)[group]])
 
 
 def _refused(

@@ -24,19 +24,15 @@ __all__ = ["Found", "choose_candidates", "find_matches", "similarities", "verify
 
 
 def similarities(
-    fps: Mapping[int, tuple[str, Fingerprint]], pairs: Sequence[tuple[int, int]], verify: str
+    table: Sequence[Fingerprint], left: npt.NDArray[np.int64], right: npt.NDArray[np.int64], verify: str
 ) -> npt.NDArray[np.float64]:
-    """Similarity of each pair of keys of ``fps``: exact Jaccard of the shingle sets when ``verify`` is exact
-    and both documents have them, else the signature estimate (pure)."""
-    out = np.zeros(len(pairs), dtype=np.float64)
-    if not pairs:
+    """Similarity of each pair of fingerprints ``table[left[i]]``, ``table[right[i]]``: exact Jaccard of the
+    shingle sets when ``verify`` is exact and both documents have them, else the signature estimate (pure)."""
+    out = np.zeros(left.size, dtype=np.float64)
+    if not left.size:
         return out
-    rows = {n: i for i, n in enumerate(fps)}
-    table = [fp for _, fp in fps.values()]
-    left = np.array([rows[a] for a, _ in pairs], dtype=np.int64)
-    right = np.array([rows[b] for _, b in pairs], dtype=np.int64)
     has = np.array([fp.shingles.size > 0 for fp in table], dtype=bool)
-    use_sets = has[left] & has[right] if verify == "exact" else np.zeros(len(pairs), dtype=bool)
+    use_sets = has[left] & has[right] if verify == "exact" else np.zeros(left.size, dtype=bool)
     if use_sets.any():
         out[use_sets] = jaccard_pairs([fp.shingles for fp in table], left[use_sets], right[use_sets])
     if not use_sets.all():
@@ -92,12 +88,29 @@ def verify_candidates(
     # only the documents some pair names: the checked ones with candidates, and their candidates
     fps = {k: own[k] for k in (named | candidates.keys()) & own.keys()}
     fps.update((n, (rec.doc_id, rec.fingerprint)) for n, rec in others.items() if rec is not None)
-    pairs = [(k, c) for k, found in candidates.items() for c in found if c != k and c in fps]
-    sims = similarities(fps, pairs, gw.spec.verify)
+    rows = {n: i for i, n in enumerate(fps)}
+    left: list[int] = []
+    right: list[int] = []
+    for k, found in candidates.items():
+        at = rows.get(k)
+        if at is None:
+            continue
+        for c in found:
+            if c != k and (other := rows.get(c)) is not None:
+                left.append(at)
+                right.append(other)
+    table = list(fps.values())
+    sims = similarities(
+        [fp for _, fp in table],
+        np.array(left, dtype=np.int64),
+        np.array(right, dtype=np.int64),
+        gw.spec.verify,
+    )
+    keys = list(fps)
     by_key: dict[int, list[Found]] = {}
     passed = np.flatnonzero(sims >= gw.spec.threshold)
     for at, sim in zip(passed.tolist(), sims[passed].tolist(), strict=True):
-        k, c = pairs[at]
-        by_key.setdefault(k, []).append((fps[c][0], sim, c))
+        c = right[at]
+        by_key.setdefault(keys[left[at]], []).append((table[c][0], sim, keys[c]))
     out = {k: matches_of(found, gw.spec.threshold) for k, found in by_key.items()}
     return out, {k: fp for k, (_, fp) in fps.items()}

@@ -140,7 +140,7 @@ class Alert:
     """A verified duplicate: the fields of one alerts-stream entry."""
 
     doc_id: str
-    matches: tuple[tuple[str, float], ...]  # best first
+    matches: Sequence[Found]  # best first: (id, similarity, integer id)
     cluster: str
     input: str
     verify: str
@@ -155,12 +155,12 @@ class Alert:
         """The fields as one flat name/value list (what the alerts stream's entry holds), ``matches`` written
         as ``json.dumps`` writes it (ids quoted and escaped by json's own encoder, similarities rounded).
 
-        >>> a = Alert("b", (("a", 0.912345), ('q"é', 0.8)), "a", "1-0", "exact", None, None)
+        >>> a = Alert("b", [("a", 0.912345, 1), ('q"é', 0.8, 2)], "a", "1-0", "exact", None, None)
         >>> a.pairs()[6:8] == ["matches", json.dumps([["a", 0.9123], ['q"é', 0.8]])]
         True
         """
-        best, sim = self.matches[0]
-        matches = ", ".join(f"[{_quoted(m)}, {round(x, 4)!r}]" for m, x in self.matches)
+        best, sim, _ = self.matches[0]
+        matches = ", ".join(f"[{_quoted(m[0])}, {round(m[1], 4)!r}]" for m in self.matches)
         out = ["id", self.doc_id, "duplicate_of", best, "similarity", f"{sim:.4f}", "matches", f"[{matches}]"]
         out += ["cluster", self.cluster, "input", self.input, "verify", self.verify]
         if self.source is not None:
@@ -522,7 +522,7 @@ class Processor:
             e = step.entry
             alert = Alert(
                 e.doc_id,
-                tuple((m[0], m[1]) for m in named[i]),
+                named[i],
                 root,
                 e.entry_id,
                 self.spec.verify,
