@@ -15,12 +15,13 @@ from dedupd.fingerprint import Fingerprint, Fingerprinter
 from dedupd.hashing import U64Array
 from dedupd.record import Record, decode_records
 
-MAX_BYTES = 16 << 20  # stored bytes of the records kept
+MAX_BYTES = 8 << 20  # bytes of the records kept: stored bytes and decoded arrays (see _size)
 MAX_ENTRY_BYTES = 64 << 10  # a larger record is decoded every time (and not kept)
 
 
 class DecodedRecords:
-    """Records decoded once per stored value, by integer id, in at most ``max_bytes`` of stored bytes.
+    """Records decoded once per stored value, by integer id, in at most ``max_bytes`` (stored bytes and
+    decoded arrays; a flood's recent copies are a few thousand records).
 
     >>> from dedupd.spec import IndexSpec
     >>> from dedupd.record import encode_record
@@ -101,12 +102,12 @@ class DecodedRecords:
 
     @property
     def stored_bytes(self) -> int:
-        """The stored bytes of the records kept."""
+        """The bytes the records kept hold (see :func:`_size`)."""
         return self._bytes
 
     def _keep(self, num: int, blob: bytes, record: Record) -> None:
         self._kept[num] = (blob, record)
-        self._bytes += len(blob)
+        self._bytes += _size(blob, record)
         while self._bytes > self.max_bytes:
             self._forget(next(iter(self._kept)))
 
@@ -114,4 +115,11 @@ class DecodedRecords:
         kept = self._kept.pop(num, None)
         self._bands.pop(num, None)
         if kept is not None:
-            self._bytes -= len(kept[0])
+            self._bytes -= _size(*kept)
+
+
+def _size(blob: bytes, record: Record) -> int:
+    """What a kept record holds: its stored bytes and its decoded arrays (as many again or more)."""
+    fp = record.fingerprint
+    arrays = fp.shingles.nbytes + fp.signature.nbytes + fp.raw.nbytes
+    return len(blob) + arrays + (fp.hashes.nbytes if fp.hashes is not None else 0)

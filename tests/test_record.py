@@ -174,9 +174,13 @@ def test_kept_records_are_bounded_in_bytes_oldest_out_first_and_large_ones_not_k
     ]
     size = len(blobs[0])
     assert {len(b) for b in blobs} == {size}
-    cache = DecodedRecords(max_bytes=5 * size, max_entry_bytes=size)
+    one = DecodedRecords()
+    one.decode([0], [blobs[0]], fpr)
+    held = one.stored_bytes  # stored bytes and decoded arrays
+    assert held > size
+    cache = DecodedRecords(max_bytes=5 * held, max_entry_bytes=size)
     first = cache.decode(list(range(20)), blobs, fpr)
-    assert len(cache) == 5 and cache.stored_bytes == 5 * size
+    assert len(cache) == 5 and cache.stored_bytes == 5 * held
     assert cache.decode([19], [blobs[19]], fpr)[19] is first[19]  # among the newest: kept
     assert cache.decode([0], [blobs[0]], fpr)[0] is not first[0]  # the oldest went first
     big = _blob(fpr, "big", " ".join(WORDS * 20), "99-0")
