@@ -146,11 +146,8 @@ def shared_entries(bands: npt.NDArray[np.uint64], n_bands: int | None = None) ->
     """The shared entries of a table of band-hash rows (see :func:`batch_predecessors`), for one or more
     :func:`predecessors` calls."""
     band, hashes, row = _entries(bands, n_bands)
-    order = np.argsort(hashes, kind="stable")  # by hash, in batch order (entries come row by row)
+    order = _bucket_order(band, hashes)  # entries come row by row: each bucket's stay in batch order
     b, h, r = band[order], hashes[order], row[order]
-    if ((h[1:] == h[:-1]) & (b[1:] != b[:-1])).any():  # one hash in two bands: keep the bands apart
-        order = np.lexsort((row, hashes, band))
-        b, h, r = band[order], hashes[order], row[order]
     if b.size:
         group, first = _runs(b, h)
         shared = np.flatnonzero(np.diff(np.append(first, b.size))[group] > 1)
@@ -240,18 +237,27 @@ def _crowded(
     >>> _crowded(*(np.array(x, np.uint64) for x in ([0, 0, 1, 0], [5, 6, 5, 5])), np.array([1, 0, 1, 0], bool), 1)
     array([0, 3])
     """
+    if not band.size:
+        return np.zeros(0, dtype=np.int64)
+    order = _bucket_order(band, hashes)
+    group, first = _runs(band[order], hashes[order])
+    size = np.diff(np.append(first, order.size))
+    with_new = np.maximum.reduceat(new[order].astype(np.int8), first).astype(bool)
+    return np.sort(order[((size > keep) & with_new)[group]])
+
+
+def _bucket_order(band: npt.NDArray[np.uint64], hashes: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
+    """An order of (band, hash) entries that puts each bucket's together, each in the given order: one sort
+    by hash (cheaper than one by band and hash), by band too only when a hash is in two bands.
+
+    >>> _bucket_order(np.array([0, 1, 0], np.uint64), np.array([5, 5, 5], np.uint64)).tolist()
+    [0, 2, 1]
+    """
     order = np.argsort(hashes, kind="stable")
     b, h = band[order], hashes[order]
-    start = np.ones(b.size, dtype=bool)
-    start[1:] = (b[1:] != b[:-1]) | (h[1:] != h[:-1])
-    if ((h[1:] == h[:-1]) & (b[1:] != b[:-1])).any():  # one hash in two bands: sort by band too
+    if ((h[1:] == h[:-1]) & (b[1:] != b[:-1])).any():
         order = np.lexsort((hashes, band))
-        b, h = band[order], hashes[order]
-        start[1:] = (b[1:] != b[:-1]) | (h[1:] != h[:-1])
-    group, first = np.cumsum(start) - 1, np.flatnonzero(start)
-    size = np.diff(np.append(first, b.size))
-    with_new = np.maximum.reduceat(new[order].astype(np.int8), first).astype(bool) if b.size else start
-    return np.sort(order[((size > keep) & with_new)[group]])
+    return order
 
 
 def _refused(

@@ -58,6 +58,7 @@ _MAX_ATTEMPTS = 8
 _NO_BANDS = np.zeros(0, dtype=np.uint64)
 _NO_EVICTIONS = np.zeros((0, 4), dtype=np.uint64)
 _NO_SHARED = SharedEntries(np.zeros(0, np.uint64), np.zeros(0, np.uint64), np.zeros(0, np.int64), 0)
+_BatchEntries = tuple[list[int], SharedEntries]  # the run's written steps with band hashes, what they share
 
 
 _OWN_FIELDS = (b"error", b"detail", b"input", b"truncated", CUT_FIELD)
@@ -147,16 +148,12 @@ class Alert:
     source: str | None
     meta: str | None
 
-    def fields(self) -> dict[str, str]:
-        pairs = self.pairs()
-        return dict(zip(pairs[::2], pairs[1::2], strict=True))
-
-    def pairs(self) -> list[str]:
+    def fields(self) -> list[str]:
         """The fields as one flat name/value list (what the alerts stream's entry holds), ``matches`` written
         as ``json.dumps`` writes it (ids quoted and escaped by json's own encoder, similarities rounded).
 
         >>> a = Alert("b", [("a", 0.912345, 1), ('q"é', 0.8, 2)], "a", "1-0", "exact", None, None)
-        >>> a.pairs()[6:8] == ["matches", json.dumps([["a", 0.9123], ['q"é', 0.8]])]
+        >>> a.fields()[6:8] == ["matches", json.dumps([["a", 0.9123], ['q"é', 0.8]])]
         True
         """
         best, sim, _ = self.matches[0]
@@ -201,7 +198,6 @@ class _Run:
     bands: list[U64Array]  # per step: the band hashes of the document after it
     found: list[Packed | None] = field(default_factory=list)  # per step: its bucket reads, None = retry
     refused: dict[int, str] = field(default_factory=dict)  # by step: why its document was not stored
-    shared: tuple[list[int], SharedEntries] | None = None  # the rows and shared band hashes of its writes
 
 
 @dataclass(slots=True)
@@ -405,12 +401,13 @@ class Processor:
             own[key], key_of[i] = (s.entry.doc_id, fp), key
             if f.size:
                 reads[key] = (f, s.num)  # a query with an indexed document's id is not compared with it
-        for i, earlier in self._batch_neighbours(run, BATCH_NEIGHBOURS).items():
+        batch = self._batch_entries(run)  # sorted once, for both looks
+        for i, earlier in self._batch_neighbours(run, batch, BATCH_NEIGHBOURS).items():
             f, num = reads.get(run.steps[i].num, (NO_IDS, run.steps[i].num))
             reads[num] = (np.concatenate([f, earlier]), num)
         candidates, roots = choose_candidates(self.gateway, reads) if reads else ({}, {})
         found, fps = verify_candidates(self.gateway, own, candidates) if candidates else ({}, {})
-        self._look_further(run, own, key_of, _Verified(found, fps, candidates, roots))
+        self._look_further(run, batch, own, key_of, _Verified(found, fps, candidates, roots))
         return _Verified(
             {i: found[key] for i, key in key_of.items() if key in found},
             fps,
@@ -419,7 +416,12 @@ class Processor:
         )
 
     def _look_further(
-        self, run: _Run, own: dict[int, tuple[str, Fingerprint]], key_of: dict[int, int], got: _Verified
+        self,
+        run: _Run,
+        batch: _BatchEntries,
+        own: dict[int, tuple[str, Fingerprint]],
+        key_of: dict[int, int],
+        got: _Verified,
     ) -> None:
         """The documents of the run that wrote and matched nothing look further back in the batch: at the
         nearest ``bucket_members`` earlier documents of each band they share (what a bucket holds), not yet
@@ -427,7 +429,8 @@ class Processor:
         a story edited apart); a flood's copies match at once and never pay for it. Adds to ``got`` (keys as
         ``found``: integer ids)."""
         writers = {i for i, key in key_of.items() if run.steps[i].writes and key not in got.matches}
-        deeper = self._batch_neighbours(run, self.gateway.bounds.bucket_members, writers) if writers else {}
+        depth = self.gateway.bounds.bucket_members
+        deeper = self._batch_neighbours(run, batch, depth, writers) if writers else {}
         reads: dict[int, tuple[Packed, int]] = {}
         for i, ids in deeper.items():
             num = run.steps[i].num
@@ -444,19 +447,25 @@ class Processor:
         for key, picked in more.items():
             got.candidates[key] = got.candidates.get(key, set()) | picked
 
-    def _batch_neighbours(self, run: _Run, depth: int, only: set[int] | None = None) -> dict[int, Packed]:
+    def _batch_entries(self, run: _Run) -> _BatchEntries:
+        """The steps of the run whose documents were written with band hashes, and the band hashes they
+        share (bounds.shared_entries)."""
+        rows = [
+            i
+            for i, (s, f) in enumerate(zip(run.steps, run.found, strict=True))
+            if s.writes and f is not None and run.bands[i].size and run.new[i] is not None
+        ]
+        if len(rows) < 2:
+            return rows, _NO_SHARED
+        return rows, shared_entries(pad_rows([run.bands[i] for i in rows]), self.spec.bands)
+
+    def _batch_neighbours(
+        self, run: _Run, batch: _BatchEntries, depth: int, only: set[int] | None = None
+    ) -> dict[int, Packed]:
         """By step index (of ``only``, when given), the integer ids of the ``depth`` nearest earlier documents
         of the run with a band hash in common, and of the ``bucket_members`` nearest with a shingle prefix
         in common (bounds.batch_predecessors): a JOIN reads what a bucket held before the run."""
-        if run.shared is None:  # sorted once per run, for both looks
-            rows = [
-                i
-                for i, (s, f) in enumerate(zip(run.steps, run.found, strict=True))
-                if s.writes and f is not None and run.bands[i].size and run.new[i] is not None
-            ]
-            table = pad_rows([run.bands[i] for i in rows]) if len(rows) >= 2 else None
-            run.shared = (rows, shared_entries(table, self.spec.bands) if table is not None else _NO_SHARED)
-        rows, shared = run.shared
+        rows, shared = batch
         if len(rows) < 2:
             return {}
         later, earlier = predecessors(shared, depth, self.spec.bands, self.gateway.bounds.bucket_members)
@@ -530,7 +539,7 @@ class Processor:
                 e.meta,
             )
             result.alerts.append(alert)
-            out.append((e.entry_id, alert.pairs()))
+            out.append((e.entry_id, alert.fields()))
         gw.emit(pipe, gw.keys.alerts, s.alerts_retention, s.seen_ttl_s, out)
         entries = [steps[i].entry for i in done if steps[i].action is not Action.QUERY]
         links = {steps[i].entry.entry_id: [m[0] for m in named[i]] for i, _ in alerting}

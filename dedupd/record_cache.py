@@ -85,17 +85,20 @@ class DecodedRecords:
         out: list[U64Array | None] = []
         todo: list[int] = []
         for i, (num, fp) in enumerate(zip(nums, fps, strict=True)):
-            kept = self._kept.get(num)
-            row = self._bands.get(num) if kept is not None and kept[1].fingerprint is fp else None
+            row = self._bands.get(num) if self._holds(num, fp) else None
             out.append(row)
             if row is None:
                 todo.append(i)
         for i, row in zip(todo, fingerprinter.band_hashes([fps[i] for i in todo]), strict=True):
             out[i] = row
-            kept = self._kept.get(nums[i])
-            if kept is not None and kept[1].fingerprint is fps[i]:
+            if self._holds(nums[i], fps[i]):
                 self._bands[nums[i]] = row
         return out  # type: ignore[return-value]
+
+    def _holds(self, num: int, fp: Fingerprint) -> bool:
+        """Whether ``fp`` is the fingerprint this cache decoded for record ``num`` (the very object)."""
+        kept = self._kept.get(num)
+        return kept is not None and kept[1].fingerprint is fp
 
     def __len__(self) -> int:
         return len(self._kept)
