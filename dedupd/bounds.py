@@ -4,11 +4,13 @@ A stream full of copies (a wire story syndicated a thousand times, a placeholder
 as many different documents cost. Four bounds keep it so:
 
 - a bucket takes at most ``bucket_members`` members (lua.BUCKETS), and it keeps ``KEPT_PER_CLUSTER`` of
-  each cluster, the newest: a document that joins a bucket where its verified matches are evicts the older
-  ones (:func:`evictions`, lua.EVICT). They already collide in that band, and the cluster stays findable
+  each cluster, the newest: a document that joins a bucket where members of its cluster are (its verified
+  matches, and the others it read of the clusters it joins) evicts the older ones (:func:`eviction_rows`,
+  lua.EVICT). They already collide in that band, and the cluster stays findable
   through the newer ones; deleting old documents (retention by age) takes nothing from the buckets;
 - at most ``max_candidates`` candidates of a document are verified, chosen so that every distinct cluster
-  among them is represented (:func:`pick_candidates`);
+  among them is represented, and at most ``VERIFIED_PER_CLUSTER`` of each cluster at first
+  (:func:`pick_candidates`; matching.verify_reads verifies more of a cluster none of these matched);
 - a document is unioned with one match per distinct cluster root (unionfind.UNION_ROOTS);
 - an alert names at most ``max_matches`` matches, plus the best match of every distinct earlier cluster the
   document joins (:func:`alert_matches`).
@@ -29,6 +31,7 @@ from dedupd.lsh import column_bands
 
 Found = tuple[str, float, int]  # a verified match: (document id, similarity, integer id)
 KEPT_PER_CLUSTER = 2  # members of one cluster a bucket keeps (the newest): one can be deleted, one stays
+VERIFIED_PER_CLUSTER = 4  # candidates of one cluster verified at first (the best-ranked)
 BATCH_NEIGHBOURS = 1  # per band, the nearest earlier documents of its batch with its hash a document sees
 
 
@@ -68,28 +71,33 @@ def ranked_many(reads: Mapping[int, tuple[npt.NDArray[np.uint32], int]]) -> dict
     return out
 
 
-def pick_candidates(ids: Sequence[int], roots: Sequence[int] | None, limit: int) -> list[int]:
+def pick_candidates(
+    ids: Sequence[int], roots: Sequence[int] | None, limit: int, per_cluster: int | None = None
+) -> list[int]:
     """At most ``limit`` of the ranked candidate ``ids`` to verify: the best-ranked one of each distinct
     cluster root first (the roots of the best-ranked clusters when there are more than ``limit``), then the
-    best-ranked others. ``roots`` (one per id) may be None when ``ids`` fit the limit.
+    best-ranked others, at most ``per_cluster`` of a root in all (None: no such bound). ``roots`` (one per
+    id) may be None when ``ids`` fit both bounds.
 
     >>> pick_candidates([5, 6, 7, 8], [1, 1, 1, 2], 2)
     [5, 8]
     >>> pick_candidates([5, 6, 7, 8], [1, 1, 1, 2], 3)
     [5, 8, 6]
+    >>> pick_candidates([5, 6, 7, 8, 9], [1, 1, 1, 2, 1], 10, per_cluster=2)
+    [5, 8, 6]
     """
-    if len(ids) <= limit:
+    per = len(ids) if per_cluster is None else per_cluster
+    if len(ids) <= min(limit, per):
         return list(ids)
     assert roots is not None
-    seen: set[int] = set()
+    taken: dict[int, int] = {}
     first: list[int] = []
     rest: list[int] = []
     for n, root in zip(ids, roots, strict=True):
-        if root in seen:
-            rest.append(n)
-        else:
-            seen.add(root)
-            first.append(n)
+        count = taken.get(root, 0)
+        if count < per:
+            (rest if count else first).append(n)
+            taken[root] = count + 1
     return (first + rest)[:limit]
 
 
@@ -181,69 +189,22 @@ def predecessors(
     return np.concatenate(later), np.concatenate(earlier)
 
 
-def evictions(
-    bands: npt.NDArray[np.uint64],
-    nums: npt.NDArray[np.uint64],
-    roots: npt.NDArray[np.uint64],
-    new: npt.NDArray[np.bool_],
-    keep: int,
-    full: int | None = None,
-    n_bands: int | None = None,
-) -> npt.NDArray[np.uint64]:
-    """The (band, band hash, stays, leaves) evictions (rows) that leave each bucket with the ``keep`` newest
-    members (largest integer id) of each cluster.
-
-    Members are rows: their band hashes ``bands``, integer ids ``nums``, cluster ``roots``; ``new`` marks
-    the documents of the batch (a bucket and cluster without one is left alone: no document of the batch
-    holds it). Per bucket and cluster, the members beyond the ``keep`` newest leave, the oldest first (the
-    ones most likely still in the bucket); the oldest to the ``keep``-th newest, the next to the one before,
-    and so on, the others to the newest (lua.EVICT: a newer member the bucket refused takes the older one's
-    place, so the kept ones get in even when a full bucket refused them). With ``full`` (bucket_members),
-    the documents of the batch (rows in batch order) beyond the first ``full`` of a bucket are not evicted
-    from it: it refused them. Columns from ``n_bands`` on are all one band (lsh.column_bands); a 0 is no
-    hash.
-
-    >>> bands = np.array([[7, 1], [7, 2], [7, 1], [7, 3]], np.uint64)
-    >>> evictions(bands, np.array([9, 8, 5, 4], np.uint64), np.array([1, 1, 1, 1], np.uint64),
-    ...           np.array([True, True, False, False]), keep=2).tolist()
-    [[0, 7, 8, 4], [0, 7, 9, 5]]
-    """
-    band, hashes, member = _entries(bands, n_bands)
-    crowded = _crowded(band, hashes, new[member], keep)  # the others have nothing to evict
-    band, hashes, member = band[crowded], hashes[crowded], member[crowded]
-    if not band.size:
-        return np.zeros((0, 4), dtype=np.uint64)
-    order = np.lexsort((-nums[member].astype(np.int64), roots[member], hashes, band))
-    band, hashes, member = band[order], hashes[order], member[order]
-    group, first = _runs(band, hashes, roots[member])
-    rank = np.arange(order.size) - first[group]
-    with_new = np.maximum.reduceat(new[member].astype(np.int8), first).astype(bool)[group]
-    size = np.diff(np.append(first, order.size))[group]
-    gone = np.flatnonzero(with_new & (rank >= keep))
-    if full is not None:
-        gone = gone[~_refused(band, hashes, member, new, full)[gone]]
-    gone = gone[np.lexsort((-rank[gone], group[gone]))]  # per bucket and cluster, the oldest first
-    oldest_first = (size - 1 - rank)[gone]  # 0 for the oldest member
-    stays = first[group[gone]] + np.maximum(keep - 1 - oldest_first, 0)
-    return np.stack([band[gone], hashes[gone], nums[member[stays]], nums[member[gone]]], axis=1)
-
-
-def _crowded(
-    band: npt.NDArray[np.uint64], hashes: npt.NDArray[np.uint64], new: npt.NDArray[np.bool_], keep: int
+def eviction_rows(
+    bucket: npt.NDArray[np.int64], num: npt.NDArray[np.int64], cluster: npt.NDArray[np.int64], keep: int
 ) -> npt.NDArray[np.int64]:
-    """The (band, hash) entries of the buckets with more than ``keep`` members, one of them new: a cheap
-    first cut (one sort by hash) before the evictions' sort by bucket, cluster and age.
+    """Of a batch's hits (a document of the batch joined a bucket that was there: the bucket, the document's
+    integer id, its cluster after the batch), the ones lua.EVICT needs: per bucket and cluster, the ``keep``
+    newest documents (largest integer id), each bucket's and cluster's together. lua.EVICT leaves the
+    ``keep`` newest of the cluster's known members in the bucket, these included (a full bucket refused
+    them: they take the place of older ones).
 
-    >>> _crowded(*(np.array(x, np.uint64) for x in ([0, 0, 1, 0], [5, 6, 5, 5])), np.array([1, 0, 1, 0], bool), 1)
-    array([0, 3])
+    >>> eviction_rows(*(np.array(x) for x in ([4, 4, 4, 2], [7, 9, 8, 5], [1, 1, 1, 1])), keep=2).tolist()
+    [3, 1, 2]
     """
-    if not band.size:
-        return np.zeros(0, dtype=np.int64)
-    order = _bucket_order(band, hashes)
-    group, first = _runs(band[order], hashes[order])
-    size = np.diff(np.append(first, order.size))
-    with_new = np.maximum.reduceat(new[order].astype(np.int8), first).astype(bool)
-    return np.sort(order[((size > keep) & with_new)[group]])
+    order = np.lexsort((-num, cluster, bucket))
+    group, first = _runs(bucket[order], cluster[order])
+    rank = np.arange(order.size) - first[group]
+    return order[rank < keep]
 
 
 def _bucket_order(band: npt.NDArray[np.uint64], hashes: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
@@ -258,22 +219,6 @@ def _bucket_order(band: npt.NDArray[np.uint64], hashes: npt.NDArray[np.uint64]) 
     if ((h[1:] == h[:-1]) & (b[1:] != b[:-1])).any():
         order = np.lexsort((hashes, band))
     return order
-
-
-def _refused(
-    band: npt.NDArray[np.uint64],
-    hashes: npt.NDArray[np.uint64],
-    member: npt.NDArray[np.int64],
-    new: npt.NDArray[np.bool_],
-    full: int,
-) -> npt.NDArray[np.bool_]:
-    """Per (band, hash, member) entry: a document of the batch beyond the first ``full`` of its bucket."""
-    order = np.lexsort((member, hashes, band, ~new[member]))  # the batch's documents, per bucket, in order
-    group, first = _runs(band[order], hashes[order])
-    rank = np.arange(order.size) - first[group]
-    out = np.zeros(order.size, dtype=bool)
-    out[order] = new[member[order]] & (rank >= full)
-    return out
 
 
 def earlier_clusters(

@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from dedupd.bounds import KEPT_PER_CLUSTER
 from dedupd.hashing import U64Array
 from dedupd.lsh import column_bands, pad_rows
 from dedupd.lua import Op
 
 _NO_BANDS = np.zeros(0, dtype=np.uint64)
-KeyCall = tuple[list[str], list[bytes | str]]  # (KEYS, ARGV) of one script call
+BucketCall = tuple[list[str], list[bytes | str], npt.NDArray[np.int64]]  # KEYS, ARGV, its BucketOps rows
 
 
 @dataclass(slots=True)
@@ -95,6 +96,58 @@ def bucket_ops(
     return BucketOps(codes, names, name_of, fields, ids.astype("<u4"), docs)
 
 
+@dataclass(frozen=True, slots=True)
+class Hits:
+    """The buckets a batch's writes joined that were there already (lua.BUCKETS), where a write may crowd
+    its cluster (bounds.eviction_rows): per hit, its bucket (hash name and field) and its write's index."""
+
+    names: list[str]  # distinct bucket hash names
+    key: npt.NDArray[np.int64]  # per hit: index into names
+    field: npt.NDArray[np.uint32]  # per hit: the bucket's field
+    write: npt.NDArray[np.int64]  # per hit: the index of its write in the batch
+
+    @staticmethod
+    def of(ops: BucketOps, rows: npt.NDArray[np.int64], positions: bytes, first_write: int) -> Hits:
+        """The hits one call reported: ``positions`` (uint32 LE, 1-based) among the call's ops ``rows``;
+        ``first_write`` is the batch index of the ops' first write."""
+        at = rows[np.frombuffer(positions, dtype="<u4").astype(np.int64) - 1]
+        return Hits(ops.names, ops.name_of[at], ops.fields[at], ops.docs[at] + first_write)
+
+    @staticmethod
+    def join(parts: Sequence[Hits]) -> Hits:
+        """One batch's hits from its calls' (their names made one list)."""
+        parts = [p for p in parts if p.key.size]
+        if len(parts) == 1:
+            return parts[0]
+        index: dict[str, int] = {}
+        keys = []
+        for p in parts:
+            local = np.array([index.setdefault(name, len(index)) for name in p.names], dtype=np.int64)
+            keys.append(local[p.key])
+        return Hits(
+            list(index),
+            np.concatenate([np.zeros(0, np.int64), *keys]),
+            np.concatenate([np.zeros(0, np.uint32), *(p.field for p in parts)]),
+            np.concatenate([np.zeros(0, np.int64), *(p.write for p in parts)]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Evictions:
+    """lua.EVICT's rows: per row a bucket (hash name and field), a cluster (index into ``members``) and a
+    document of the batch in that bucket; each bucket's and cluster's rows together (bounds.eviction_rows)."""
+
+    names: list[str]  # bucket hash names
+    key: npt.NDArray[np.int64]  # per row: index into names
+    field: npt.NDArray[np.uint32]
+    cluster: npt.NDArray[np.int64]
+    doc: npt.NDArray[np.int64]  # per row: the document's integer id
+    members: list[bytes]  # per cluster: the integer ids known to be in it (uint32 LE)
+
+
+NO_HITS = Hits([], np.zeros(0, np.int64), np.zeros(0, np.uint32), np.zeros(0, np.int64))
+
+
 NamesOf = Callable[[npt.NDArray[np.int64], npt.NDArray[np.int64]], list[str]]  # (bands, shards) -> key names
 
 
@@ -131,7 +184,7 @@ class SingleEncoding:
 
     def calls(
         self, ops: BucketOps, writes: Sequence[DocWrite], record_key: Callable[[int], str], full: int
-    ) -> list[KeyCall]:
+    ) -> list[BucketCall]:
         """The call of the batch; a bucket of ``full`` members takes no more."""
         checks = [w for w in writes if w.expected is not None]
         ends = np.zeros(len(ops.names) + 1, dtype="<u4")
@@ -145,10 +198,11 @@ class SingleEncoding:
             "".join(ops.names),
             ends.tobytes(),
             str(full),
+            str(KEPT_PER_CLUSTER),
         ]
         for w in checks:
             args += [w.expected or "", w.record or b""]
-        return [([record_key(w.num) for w in checks], args)]
+        return [([record_key(w.num) for w in checks], args, np.arange(ops.docs.size, dtype=np.int64))]
 
 
 class ClusterEncoding:
@@ -163,14 +217,14 @@ class ClusterEncoding:
 
     def calls(
         self, ops: BucketOps, writes: Sequence[DocWrite], record_key: Callable[[int], str], full: int
-    ) -> list[KeyCall]:
+    ) -> list[BucketCall]:
         """One call per slot; a bucket of ``full`` members takes no more."""
         for name in ops.names:
             if name not in self._slots:
                 self._slots[name] = self._keyslot(name)
         slots = np.array([self._slots[name] for name in ops.names], dtype=np.int64)[ops.name_of]
         codes = b"".join(ops.codes).replace(Op.END.value, b"")
-        out: list[KeyCall] = []
+        out: list[BucketCall] = []
         for slot in np.unique(slots).tolist():
             sel = np.flatnonzero(slots == slot)
             used, local = np.unique(ops.name_of[sel], return_inverse=True)
@@ -192,7 +246,9 @@ class ClusterEncoding:
                         b"",
                         b"",
                         str(full),
+                        str(KEPT_PER_CLUSTER),
                     ],
+                    sel.astype(np.int64),
                 )
             )
         return out

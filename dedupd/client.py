@@ -29,7 +29,7 @@ from dedupd.errors import ConfigError
 from dedupd.gateway import Gateway
 from dedupd.generations import Generations
 from dedupd.keys import Keys
-from dedupd.matching import choose_candidates, find_matches
+from dedupd.matching import verify_reads
 from dedupd.settings import Settings, load_settings
 from dedupd.spec import IndexSpec
 from dedupd.verdict import Match, Verdict, cluster_of
@@ -199,11 +199,10 @@ class Client:
         bands = gw.fingerprinter.band_hashes([fps[i] for i in live])
         nums = gw.nums_of([ids[i] or "" for i in live])  # an indexed document's id: compared as its upsert
         reads = gw.peek(list(bands))
-        found, _ = choose_candidates(
-            gw, {-(i + 1): (r, n) for i, r, n in zip(live, reads, nums, strict=True)}
-        )
         own = {-(i + 1): (ids[i] or "", fps[i]) for i in live}
-        matched = find_matches(gw, own, found)
+        matched = verify_reads(
+            gw, own, {-(i + 1): (r, n) for i, r, n in zip(live, reads, nums, strict=True)}
+        ).matches
         hits = [matched.get(-(i + 1), []) for i in range(len(texts))]
         return [
             Verdict(i, tuple(Match(m[0], m[1]) for m in kept), cluster, gw.spec.verify)

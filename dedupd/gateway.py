@@ -25,8 +25,17 @@ import numpy.typing as npt
 from redis.cluster import RedisCluster
 
 from dedupd import lua, unionfind
-from dedupd.bounds import Bounds
-from dedupd.buckets import ClusterEncoding, DocWrite, SingleEncoding, bucket_keys, bucket_ops
+from dedupd.bounds import KEPT_PER_CLUSTER, Bounds
+from dedupd.buckets import (
+    BucketOps,
+    ClusterEncoding,
+    DocWrite,
+    Evictions,
+    Hits,
+    SingleEncoding,
+    bucket_keys,
+    bucket_ops,
+)
 from dedupd.cluster_records import ClusterRecords
 from dedupd.connection import RedisClient, ScriptPipeline, is_cluster
 from dedupd.fingerprint import Fingerprint, Fingerprinter
@@ -230,7 +239,7 @@ class Gateway:
         return {n: v.decode() if isinstance(v, bytes) else str(v) for n, v in zip(nums, found, strict=True)}
 
     # ----- writing -----
-    def apply(self, writes: Sequence[DocWrite]) -> list[Packed | None]:
+    def apply(self, writes: Sequence[DocWrite]) -> tuple[list[Packed | None], Hits]:
         """Apply the writes of a batch: records and buckets of every document, in batch order.
 
         On a single Redis this is one script call, atomic: a document whose record changed since it was
@@ -240,24 +249,28 @@ class Gateway:
 
         Returns:
             For each write, the integer ids found in the buckets it joined (one per shared bucket, possibly
-            itself: see bounds.ranked_many), or None when its record had changed (process that entry again).
+            itself: see bounds.ranked_many), or None when its record had changed (process that entry again);
+            and the buckets the writes joined that were there already (their writes' indices into ``writes``).
         """
         if not isinstance(self.encoding, ClusterEncoding):
             return self._write_buckets(writes)
         left = self.records.check(writes)
         sent, at = self.records.with_leftovers(writes, left)
-        found = self._write_buckets(sent)
+        found, hits = self._write_buckets(sent)
         out = [found[i] if rows is not None else None for i, rows in zip(at, left, strict=True)]
         self.records.settle(writes, left, [f is not None for f in out])
-        return out
+        of_sent = np.full(len(sent), -1, dtype=np.int64)
+        of_sent[at] = np.arange(len(at))
+        write = of_sent[hits.write]  # a leave-only write of leftovers joins nothing: no hit is one
+        return out, Hits(hits.names, hits.key, hits.field, write)
 
-    def _write_buckets(self, writes: Sequence[DocWrite]) -> list[Packed | None]:
+    def _write_buckets(self, writes: Sequence[DocWrite]) -> tuple[list[Packed | None], Hits]:
         """The bucket calls of the writes (with their record checks on a single Redis), in chunks of
         APPLY_CHUNK documents, in one pipelined exchange; per write what it read, None when its record had
-        changed."""
+        changed; and the buckets joined that were there already."""
         full = self.bounds.bucket_members
         pipe = ScriptPipeline(self.client)
-        spans: list[tuple[int, int]] = []  # per chunk of documents: its size, its number of calls
+        spans: list[tuple[int, BucketOps | None, list[npt.NDArray[np.int64]]]] = []  # per chunk
         for lo in range(0, len(writes), APPLY_CHUNK):  # one script call's run time bounded by a chunk's
             part = writes[lo : lo + APPLY_CHUNK]
             ops = bucket_ops(
@@ -269,14 +282,15 @@ class Gateway:
                 self.encoding.with_checks,
             )
             calls = self.encoding.calls(ops, part, self.record_key, full) if ops is not None else []
-            for keys, args in calls:
+            for keys, args, _ in calls:
                 pipe.script(self._buckets, keys, args)
-            spans.append((len(part), len(calls)))
+            spans.append((len(part), ops, [rows for _, _, rows in calls]))
         replies = iter(pipe.execute() if len(pipe) else [])
         found: list[Packed | None] = []
+        hits: list[Hits] = []
         at = 0
-        for size, n_calls in spans:
-            groups = [next(replies) for _ in range(n_calls)]
+        for size, ops, call_rows in spans:
+            groups = [next(replies) for _ in call_rows]
             chunk: list[Packed | None] = []
             for j in range(size):
                 parts = [group[j] for group in groups]
@@ -285,31 +299,34 @@ class Gateway:
                     continue
                 packed = b"".join(parts)
                 chunk.append(np.frombuffer(packed, dtype="<u4") if packed else NO_IDS)
+            if ops is not None:
+                hits += [
+                    Hits.of(ops, rows, group[size], at) for rows, group in zip(call_rows, groups, strict=True)
+                ]
             found += _without(chunk, _new_documents(writes[:at]))
             at += size
-        return found
+        return found, Hits.join(hits)
 
-    def evict(self, pipe: ScriptPipeline, items: npt.NDArray[np.uint64]) -> None:
-        """Queue evictions, rows (band, band hash, the member that stays, the one that leaves): the one
-        leaves that bucket, or the other takes its place (lua.EVICT; one call, or one per slot on a Redis
-        Cluster)."""
-        if not items.size:
+    def evict(self, pipe: ScriptPipeline, ev: Evictions) -> None:
+        """Queue lua.EVICT for the rows of ``ev`` (one call, or one per slot on a Redis Cluster)."""
+        if not ev.key.size:
             return
-        band, hashes, keep, gone = items[:, 0], items[:, 1], items[:, 2], items[:, 3]
-        order = np.lexsort((hashes, band))  # one bucket's evictions together, in their order (stable)
-        band, hashes, keep, gone = band[order], hashes[order], keep[order], gone[order]
-        names, inverse, fields = bucket_keys(band, hashes, self._shift, self.spec.shard_bits, self._names)
-        slots = np.array([self._keyslot(n) for n in names] if self.cluster else [0] * len(names))[inverse]
+        slot_of = np.array([self._keyslot(n) for n in ev.names] if self.cluster else [0] * len(ev.names))
+        slots = slot_of[ev.key]
         for slot in np.unique(slots).tolist():
             sel = np.flatnonzero(slots == slot)
-            used, local = np.unique(inverse[sel], return_inverse=True)
+            used, local = np.unique(ev.key[sel], return_inverse=True)
+            clusters, group = np.unique(ev.cluster[sel], return_inverse=True)
             args: list[bytes | str] = [
                 (local + 1).astype("<u4").tobytes(),
-                fields[sel].tobytes(),
-                keep[sel].astype("<u4").tobytes(),
-                gone[sel].astype("<u4").tobytes(),
+                ev.field[sel].astype("<u4").tobytes(),
+                (group + 1).astype("<u4").tobytes(),
+                ev.doc[sel].astype("<u4").tobytes(),
+                str(KEPT_PER_CLUSTER),
+                str(self.bounds.bucket_members),
+                *(ev.members[c] for c in clusters.tolist()),
             ]
-            pipe.script(self._evict, [names[u] for u in used.tolist()], args)
+            pipe.script(self._evict, [ev.names[u] for u in used.tolist()], args)
 
     def forget(self, deleted: Sequence[tuple[str, int, str]]) -> None:
         """Deleted documents (doc id, integer id or 0, the delete's entry id): forget their ids, remove their

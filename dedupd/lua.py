@@ -160,7 +160,9 @@ end
 # arguments instead of thousands of keys to pack and parse per batch).
 # ARGV[8]: the most members a bucket takes (a full bucket is read but not joined: its members already
 # collide in that band, and the document is found through them).
-# ARGV[9], ARGV[10], ...: per CHECK* op, the input entry id the record was read with ('' = no record) and
+# ARGV[9]: the members of one cluster a bucket keeps (bounds.KEPT_PER_CLUSTER): a join of a bucket that held
+# as many already is a hit (it may crowd its cluster; see the reply).
+# ARGV[10], ARGV[11], ...: per CHECK* op, the input entry id the record was read with ('' = no record) and
 # the new record ('' for CHECK_DELETE/CHECK).
 # A JOIN reads the members the bucket had before this call: the documents of the batch see each other in
 # the batch itself (processor: the nearest earlier ones with a band hash in common), so that a batch of
@@ -168,19 +170,22 @@ end
 # A REJOIN (a redelivered document) reads the members that joined before it, or when it is not in the
 # bucket any more (evicted: lua.EVICT) the members with a smaller integer id (created before it).
 # Returns one string per END: the packed ids found in the buckets that document joined (before it), or
-# '!' when its record had changed since it was read (nothing of that document was written). Each bucket
-# holds at most ARGV[8] members, so a call's work is bounded by its ops, whatever the size of a cluster.
+# '!' when its record had changed since it was read (nothing of that document was written); then one more
+# string: the positions (uint32 LE, 1-based among the call's JOIN/REJOIN/LEAVE ops) of the hits: the joins
+# of a bucket that held ARGV[9] members or more (where the document may crowd its cluster: lua.EVICT).
+# Each bucket holds at most ARGV[8] members, so a call's work is bounded by its ops, whatever the size of
+# a cluster.
 BUCKETS = (
     ENTRY_OF
     + _FIND_MEMBER
     + f"""
 local ops, kidx, fields, ids, ckidx = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local blob, ends, full = ARGV[6], ARGV[7], 4 * tonumber(ARGV[8])
-local unpack4, sub, byte, call = struct.unpack, string.sub, string.byte, redis.call
+local blob, ends, full, crowd = ARGV[6], ARGV[7], 4 * tonumber(ARGV[8]), 4 * tonumber(ARGV[9])
+local unpack4, pack4, sub, byte, call = struct.unpack, struct.pack, string.sub, string.byte, redis.call
 local named = ends ~= ''
 local JOIN, REJOIN, LEAVE, END = {_byte(Op.JOIN)}, {_byte(Op.REJOIN)}, {_byte(Op.LEAVE)}, {_byte(Op.END)}
 local WRITE, DELETE = {_byte(Op.CHECK_WRITE)}, {_byte(Op.CHECK_DELETE)}
-local out, acc, n_acc = {{}}, {{}}, 0
+local out, acc, n_acc, hits = {{}}, {{}}, 0, {{}}
 local before = {{}}  -- bucket -> bytes of the members it had before this call (a JOIN reads only those)
 local j, c, skip = 0, 0, false
 local id
@@ -204,6 +209,7 @@ for i = 1, #ops do
       if op ~= LEAVE then
         if call('HSETNX', key, field, id) == 0 then  -- the bucket exists: read it, join it
           local v = call('HGET', key, field)
+          if #v >= crowd then hits[#hits + 1] = pack4('<I4', j) end
           local at = find(v, id)
           local bucket = key .. field
           local old = before[bucket]  -- (a bucket this call made: its first member is read too)
@@ -244,7 +250,7 @@ for i = 1, #ops do
     id = nil
   else
     local key = KEYS[unpack4('<I4', ckidx, 4 * c + 1)]
-    local expected, record = ARGV[9 + 2 * c], ARGV[10 + 2 * c]
+    local expected, record = ARGV[10 + 2 * c], ARGV[11 + 2 * c]
     c = c + 1
     if entry_of(call('GET', key)) ~= expected then
       skip = true
@@ -255,6 +261,7 @@ for i = 1, #ops do
     end
   end
 end
+out[#out + 1] = table.concat(hits)
 return out
 """
 )
@@ -290,46 +297,68 @@ return 1
 """
 )
 
-# Older members of a cluster leave a bucket to a newer one (bounds.evictions).
-# KEYS: bucket hashes.  ARGV[1]: per eviction, its bucket hash's index in KEYS (uint32 LE, 1-based);
-# ARGV[2]: the field (4 bytes); ARGV[3]: the member that stays (4 bytes); ARGV[4]: the one that leaves.
-# The evictions of one bucket are consecutive and in order (gateway.evict sorts them stably).
-# The older one leaves when the newer one is in that bucket, else the newer one takes its place (it was
-# refused by a full bucket): the bucket keeps the cluster's newest members and never grows. Returns how
-# many changed.
-EVICT = (
-    _FIND_MEMBER
-    + """
-local kidx, fields, keep, gone = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local sub, byte, call = string.sub, string.byte, redis.call
-local n, key, field, v, changed = 0, nil, nil, nil, false
-local function flush()
-  if changed then call('HSET', key, field, v) end
-  changed = false
-end
-for at = 1, #fields, 4 do  -- the evictions of one bucket are consecutive: it is read and written once
-  local b1, b2, b3, b4 = byte(kidx, at, at + 3)
-  local k, f = KEYS[b1 + 256 * b2 + 65536 * b3 + 16777216 * b4], sub(fields, at, at + 3)
-  if k ~= key or f ~= field then
-    flush()
-    key, field = k, f
-    v = call('HGET', key, field)
+# Older members of a cluster leave a bucket to newer ones (bounds.eviction_rows).
+# KEYS: bucket hashes.  Per row (one per bucket, cluster and document of the batch that joined it):
+# ARGV[1]: its bucket hash's index in KEYS (uint32 LE, 1-based); ARGV[2]: the field (4 bytes); ARGV[3]: the
+# cluster's index g (uint32 LE, 1-based); ARGV[4]: the document (4 bytes). ARGV[5]: the members of a
+# cluster a bucket keeps; ARGV[6]: the most members a bucket takes; ARGV[6 + g]: the cluster's known
+# members (4 bytes each). The rows of one bucket and cluster are consecutive. Of the cluster's known
+# members in the bucket and the rows' documents, the ARGV[5] newest (largest id) stay, the others leave,
+# and a row's document that a full bucket refused takes the place of one that left. Members not known to
+# be of the cluster are left alone. Returns how many left.
+EVICT = """
+local kidx, fields, groups, docs = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local keep, full = tonumber(ARGV[5]), 4 * tonumber(ARGV[6])
+local unpack4, sub, call = struct.unpack, string.sub, redis.call
+local sets, n = {}, 0
+local function members_of(g)
+  local s = sets[g]
+  if not s then
+    s = {}
+    local ids = ARGV[6 + g]
+    for p = 1, #ids, 4 do s[sub(ids, p, p + 3)] = true end
+    sets[g] = s
   end
-  local p = v and find(v, sub(gone, at, at + 3))
-  if p then
-    local stays = sub(keep, at, at + 3)
-    if find(v, stays) then  -- the newer one is there: the older one leaves
-      v = sub(v, 1, p - 1) .. sub(v, p + 4)
-    else  -- the newer one was refused (a full bucket): it takes the older one's place
-      v = sub(v, 1, p - 1) .. stays .. sub(v, p + 4)
-    end
-    changed, n = true, n + 1
-  end
+  return s
 end
-flush()
+local function settle(key, field, s, held)
+  local v = call('HGET', key, field)
+  if not v then return end
+  local known, seen = {}, {}
+  for p = 1, #v, 4 do
+    local m = sub(v, p, p + 3)
+    if s[m] and not seen[m] then known[#known + 1] = m; seen[m] = true end
+  end
+  for _, m in ipairs(held) do
+    if not seen[m] then known[#known + 1] = m; seen[m] = true end
+  end
+  if #known <= keep then return end
+  local num = {}
+  for _, m in ipairs(known) do num[m] = unpack4('<I4', m) end
+  table.sort(known, function(a, b) return num[a] > num[b] end)
+  local kept, out, present = {}, {}, {}
+  for i = 1, keep do kept[known[i]] = true end
+  for p = 1, #v, 4 do
+    local m = sub(v, p, p + 3)
+    if seen[m] and not kept[m] then n = n + 1 else out[#out + 1] = m; present[m] = true end
+  end
+  for i = 1, keep do
+    if not present[known[i]] and 4 * #out < full then out[#out + 1] = known[i] end
+  end
+  call('HSET', key, field, table.concat(out))
+end
+local key, field, group, held = nil, nil, nil, {}
+for at = 1, #fields, 4 do
+  local k, f, g = KEYS[(unpack4('<I4', kidx, at))], sub(fields, at, at + 3), (unpack4('<I4', groups, at))
+  if k ~= key or f ~= field or g ~= group then
+    if key then settle(key, field, members_of(group), held) end
+    key, field, group, held = k, f, g, {}
+  end
+  held[#held + 1] = sub(docs, at, at + 3)
+end
+if key then settle(key, field, members_of(group), held) end
 return n
 """
-)
 
 # KEYS: the input stream.  ARGV: per entry, its field count n, then n field/value pairs.
 # XADDs every entry (ids chosen by Redis); returns how many.

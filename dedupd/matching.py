@@ -7,12 +7,13 @@ so that a query finds exactly the matches an upsert of the same text would alert
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-from dedupd.bounds import Found, pick_candidates, ranked_many
+from dedupd.bounds import VERIFIED_PER_CLUSTER, Found, pick_candidates, ranked_many
 from dedupd.fingerprint import Fingerprint
 from dedupd.planner import matches_of
 from dedupd.verify import agreement_pairs, jaccard_pairs
@@ -20,7 +21,7 @@ from dedupd.verify import agreement_pairs, jaccard_pairs
 if TYPE_CHECKING:
     from dedupd.gateway import Gateway, Packed
 
-__all__ = ["Found", "choose_candidates", "find_matches", "similarities", "verify_candidates"]
+__all__ = ["Found", "Verification", "similarities", "verify_candidates", "verify_reads"]
 
 
 def similarities(
@@ -41,30 +42,85 @@ def similarities(
     return out
 
 
+@dataclass(slots=True)
+class Verification:
+    """What verifying some keys' bucket reads found: by key, the verified matches (best first; keys without
+    any left out), the candidates verified and the distinct ids read (ranked); the fingerprint of every
+    document a pair named, by key; the cluster roots looked up, by integer id."""
+
+    matches: dict[int, list[Found]] = field(default_factory=dict)
+    fingerprints: dict[int, Fingerprint] = field(default_factory=dict)
+    candidates: dict[int, set[int]] = field(default_factory=dict)
+    read: dict[int, list[int]] = field(default_factory=dict)
+    roots: dict[int, int] = field(default_factory=dict)
+
+    def add(self, other: Verification) -> None:
+        """Take in the verification of more candidates of the same (or other) keys."""
+        for k, found in other.matches.items():
+            merged = {m[2]: m for m in [*self.matches.get(k, ()), *found]}  # a candidate verified twice once
+            self.matches[k] = sorted(merged.values(), key=lambda m: (-m[1], m[0]))
+        self.fingerprints.update(other.fingerprints)
+        for k, picked in other.candidates.items():
+            self.candidates[k] = self.candidates.get(k, set()) | picked
+        for k, ids in other.read.items():
+            self.read[k] = list(dict.fromkeys([*self.read.get(k, ()), *ids]))
+        self.roots.update(other.roots)
+
+
+def verify_reads(
+    gw: Gateway, own: Mapping[int, tuple[str, Fingerprint]], reads: Mapping[int, tuple[Packed, int]]
+) -> Verification:
+    """The verified matches of each key's bucket reads (and its own integer id, left out; 0 = none).
+
+    At most ``VERIFIED_PER_CLUSTER`` candidates of each distinct cluster are verified, the best-ranked
+    (bounds.pick_candidates), and at most ``max_candidates`` in all; then, for a cluster none of whose
+    verified candidates matched, its next ones (a second exchange, only for those). A flood's copies read
+    the same cluster in every bucket: they verify a few of it, not all.
+    """
+    got = Verification()
+    if not reads:
+        return got
+    got.read, got.roots, got.candidates = choose_candidates(gw, reads)
+    got.matches, got.fingerprints = verify_candidates(gw, own, got.candidates)
+    more = further_candidates(got, gw.bounds.max_candidates)
+    if more:
+        found, fps = verify_candidates(gw, own, more)
+        got.add(Verification(found, fps, more))
+    return got
+
+
 def choose_candidates(
     gw: Gateway, reads: Mapping[int, tuple[Packed, int]]
-) -> tuple[dict[int, set[int]], dict[int, int]]:
-    """The candidates to verify, by key, from each key's bucket reads and its own integer id (left out; 0 =
-    none): all of them when they are at most ``max_candidates``, else that many, ranked by shared bands with
-    every distinct cluster represented (bounds.pick_candidates); and the cluster roots that choice read
-    (one lookup for the distinct candidates of the keys over the limit)."""
+) -> tuple[dict[int, list[int]], dict[int, int], dict[int, set[int]]]:
+    """The distinct ids read by each key (ranked: bounds.ranked_many), the cluster roots of those of the
+    keys with more than ``VERIFIED_PER_CLUSTER`` (one lookup), and the candidates to verify by key
+    (bounds.pick_candidates)."""
     limit = gw.bounds.max_candidates
     ranks = ranked_many(reads)
-    distinct = list(dict.fromkeys(n for ids in ranks.values() if len(ids) > limit for n in ids))
+    few = min(limit, VERIFIED_PER_CLUSTER)
+    distinct = list(dict.fromkeys(n for ids in ranks.values() if len(ids) > few for n in ids))
     root_of = dict(zip(distinct, gw.roots(distinct), strict=True))
     out: dict[int, set[int]] = {}
     for k, ids in ranks.items():
         if ids:
-            roots = [root_of[n] for n in ids] if len(ids) > limit else None
-            out[k] = set(pick_candidates(ids, roots, limit))
-    return out, root_of
+            roots = [root_of[n] for n in ids] if len(ids) > few else None
+            out[k] = set(pick_candidates(ids, roots, limit, VERIFIED_PER_CLUSTER))
+    return ranks, root_of, out
 
 
-def find_matches(
-    gw: Gateway, own: Mapping[int, tuple[str, Fingerprint]], candidates: Mapping[int, set[int]]
-) -> dict[int, list[Found]]:
-    """Verify candidates in one exchange and one compiled call (see :func:`verify_candidates`)."""
-    return verify_candidates(gw, own, candidates)[0]
+def further_candidates(got: Verification, limit: int) -> dict[int, set[int]]:
+    """By key, the candidates not yet verified of the clusters none of whose verified candidates matched
+    (best-ranked first, at most ``limit`` verified in all per key)."""
+    out: dict[int, set[int]] = {}
+    for k, ids in got.read.items():
+        picked = got.candidates.get(k, set())
+        if len(picked) == len(ids) or len(picked) >= limit:
+            continue
+        matched = {got.roots.get(m[2], m[2]) for m in got.matches.get(k, ())}
+        rest = [n for n in ids if n not in picked and got.roots.get(n, n) not in matched]
+        if rest:
+            out[k] = set(rest[: limit - len(picked)])
+    return out
 
 
 def verify_candidates(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,14 +25,16 @@ import numpy.typing as npt
 from dedupd.bounds import (
     BATCH_NEIGHBOURS,
     KEPT_PER_CLUSTER,
+    VERIFIED_PER_CLUSTER,
     SharedEntries,
     alert_matches,
     earlier_clusters,
-    evictions,
+    eviction_rows,
     merged_roots,
     predecessors,
     shared_entries,
 )
+from dedupd.buckets import NO_HITS, Evictions, Hits
 from dedupd.connection import ScriptPipeline
 from dedupd.entries import CUT_FIELD, DOC_TOO_LARGE, MAX_DELIVERIES, Entry, Op, parse_entry
 from dedupd.errors import DedupdError, InputError
@@ -39,7 +42,7 @@ from dedupd.fingerprint import Fingerprint
 from dedupd.gateway import NO_IDS, Emitted, Gateway, Packed
 from dedupd.hashing import U64Array
 from dedupd.lsh import pad_rows
-from dedupd.matching import Found, choose_candidates, verify_candidates
+from dedupd.matching import Found, Verification, verify_reads
 from dedupd.planner import Action, Step, byte_runs, doc_write, plan, unique_runs
 from dedupd.settings import Settings
 from dedupd.verdict import Match, Verdict, cluster_of
@@ -56,7 +59,8 @@ PHRASE_WORDS = 3  # words per phrase of a ``baskets = "phrases"`` basket
 MAX_PHRASES = 1000  # distinct phrases a document's basket holds at most (its first ones)
 _MAX_ATTEMPTS = 8
 _NO_BANDS = np.zeros(0, dtype=np.uint64)
-_NO_EVICTIONS = np.zeros((0, 4), dtype=np.uint64)
+_NONE = np.zeros(0, dtype=np.int64)
+_NO_EVICTIONS = Evictions([], _NONE, np.zeros(0, np.uint32), _NONE, _NONE, [])
 _NO_SHARED = SharedEntries(np.zeros(0, np.uint64), np.zeros(0, np.uint64), np.zeros(0, np.int64), 0)
 _BatchEntries = tuple[list[int], SharedEntries]  # the run's written steps with band hashes, what they share
 
@@ -198,16 +202,14 @@ class _Run:
     bands: list[U64Array]  # per step: the band hashes of the document after it
     found: list[Packed | None] = field(default_factory=list)  # per step: its bucket reads, None = retry
     refused: dict[int, str] = field(default_factory=dict)  # by step: why its document was not stored
+    hits: Hits = NO_HITS  # the buckets joined that were there already (``write``: the step's index)
 
 
-@dataclass(slots=True)
-class _Verified:
-    """The verified matches of a run's steps (by step index) and the fingerprints of what they name."""
-
-    matches: dict[int, list[Found]]
-    fingerprints: dict[int, Fingerprint]  # of every candidate verified, by integer id
-    candidates: dict[int, set[int]]  # by step index: the candidates verified
-    roots: dict[int, int]  # the cluster root of each candidate read, before this run
+def _by_step(hits: Hits, step_of: npt.NDArray[np.int64]) -> Hits:
+    """``hits`` with each write's index replaced by its step's (``step_of``: by write); a write of Redis
+    Cluster leftovers (-1) has none."""
+    keep = np.flatnonzero(hits.write >= 0)
+    return Hits(hits.names, hits.key[keep], hits.field[keep], step_of[hits.write[keep]])
 
 
 class Processor:
@@ -364,8 +366,10 @@ class Processor:
                 writes.append(w)
                 at.append(i)
         found: list[Packed | None] = [NO_IDS] * len(steps)
-        for i, f in zip(at, gw.apply(writes), strict=True):
+        applied, hits = gw.apply(writes)
+        for i, f in zip(at, applied, strict=True):
             found[i] = f
+        hits = _by_step(hits, np.array(at, dtype=np.int64))
         gw.forget(
             [
                 (s.entry.doc_id, s.num, s.entry.entry_id)
@@ -376,7 +380,7 @@ class Processor:
         queries = [i for i, s in enumerate(steps) if s.action is Action.QUERY and bands[len(steps) + i].size]
         for i, f in zip(queries, gw.peek([bands[len(steps) + i] for i in queries]), strict=True):
             found[i] = f
-        return _Run(steps, new, bands[len(steps) :], found, refused)
+        return _Run(steps, new, bands[len(steps) :], found, refused, hits)
 
     def _band_hashes(self, fps: Sequence[Fingerprint | None]) -> list[U64Array]:
         """Band hashes of each fingerprint, in one vectorized call (empty for None or an empty document)."""
@@ -388,9 +392,9 @@ class Processor:
         return out
 
     # ----- verification -----
-    def _verify(self, run: _Run) -> _Verified:
-        """The verified matches of each step that wrote or queried, among at most ``max_candidates``
-        candidates each (matching.choose_candidates), in one exchange."""
+    def _verify(self, run: _Run) -> Verification:
+        """The verified matches of each step that wrote or queried (matching.verify_reads), by step index (the
+        fingerprints and roots by integer id)."""
         own: dict[int, tuple[str, Fingerprint]] = {}
         reads: dict[int, tuple[Packed, int]] = {}
         key_of: dict[int, int] = {}  # step index -> key (a query has no integer id: a negative key)
@@ -401,19 +405,37 @@ class Processor:
             own[key], key_of[i] = (s.entry.doc_id, fp), key
             if f.size:
                 reads[key] = (f, s.num)  # a query with an indexed document's id is not compared with it
+        got = verify_reads(self.gateway, own, reads)
         batch = self._batch_entries(run)  # sorted once, for both looks
-        for i, earlier in self._batch_neighbours(run, batch, BATCH_NEIGHBOURS).items():
-            f, num = reads.get(run.steps[i].num, (NO_IDS, run.steps[i].num))
-            reads[num] = (np.concatenate([f, earlier]), num)
-        candidates, roots = choose_candidates(self.gateway, reads) if reads else ({}, {})
-        found, fps = verify_candidates(self.gateway, own, candidates) if candidates else ({}, {})
-        self._look_further(run, batch, own, key_of, _Verified(found, fps, candidates, roots))
-        return _Verified(
-            {i: found[key] for i, key in key_of.items() if key in found},
-            fps,
-            {i: candidates[key] for i, key in key_of.items() if key in candidates},
-            roots,
+        got.add(verify_reads(self.gateway, own, self._batch_reads(run, batch, got)))
+        self._look_further(run, batch, own, key_of, got)
+        by_key = {key: i for i, key in key_of.items()}
+        return Verification(
+            {by_key[k]: m for k, m in got.matches.items()},
+            got.fingerprints,
+            {by_key[k]: c for k, c in got.candidates.items()},
+            {by_key[k]: r for k, r in got.read.items()},
+            got.roots,
         )
+
+    def _batch_reads(
+        self, run: _Run, batch: _BatchEntries, got: Verification
+    ) -> dict[int, tuple[Packed, int]]:
+        """By integer id, the nearest earlier documents of the run with a band hash in common (one per band:
+        what a bucket would hold) as bucket reads, less those verified already and those in a cluster of
+        which the document verified ``VERIFIED_PER_CLUSTER`` candidates already (each matched one of the
+        clusters it matched in its buckets, as a flood's copies do)."""
+        roots = got.roots
+        joined = {k: {roots.get(m[2], m[2]) for m in found} for k, found in got.matches.items()}
+        out: dict[int, tuple[Packed, int]] = {}
+        for i, earlier in self._batch_neighbours(run, batch, BATCH_NEIGHBOURS).items():
+            num = run.steps[i].num
+            seen = got.candidates.get(num, set())
+            full = {r for r, n in Counter(roots.get(c, c) for c in seen).items() if n >= VERIFIED_PER_CLUSTER}
+            keep = [w for w in earlier.tolist() if w not in seen and not joined.get(w, set()) & full]
+            if keep:
+                out[num] = (np.array(keep, dtype=np.uint32), num)
+        return out
 
     def _look_further(
         self,
@@ -421,13 +443,13 @@ class Processor:
         batch: _BatchEntries,
         own: dict[int, tuple[str, Fingerprint]],
         key_of: dict[int, int],
-        got: _Verified,
+        got: Verification,
     ) -> None:
         """The documents of the run that wrote and matched nothing look further back in the batch: at the
         nearest ``bucket_members`` earlier documents of each band they share (what a bucket holds), not yet
         verified. The nearest one of a band can be under the threshold and the duplicate behind it (copies of
         a story edited apart); a flood's copies match at once and never pay for it. Adds to ``got`` (keys as
-        ``found``: integer ids)."""
+        its own: integer ids)."""
         writers = {i for i, key in key_of.items() if run.steps[i].writes and key not in got.matches}
         depth = self.gateway.bounds.bucket_members
         deeper = self._batch_neighbours(run, batch, depth, writers) if writers else {}
@@ -437,15 +459,8 @@ class Processor:
             seen = got.candidates.get(num, set())
             if fresh := [n for n in ids.tolist() if n not in seen]:
                 reads[num] = (np.array(fresh, dtype=np.uint32), num)
-        if not reads:
-            return
-        more, roots = choose_candidates(self.gateway, reads)
-        found, fps = verify_candidates(self.gateway, own, more)
-        got.matches.update(found)
-        got.fingerprints.update(fps)
-        got.roots.update(roots)
-        for key, picked in more.items():
-            got.candidates[key] = got.candidates.get(key, set()) | picked
+        if reads:
+            got.add(verify_reads(self.gateway, own, reads))
 
     def _batch_entries(self, run: _Run) -> _BatchEntries:
         """The steps of the run whose documents were written with band hashes, and the band hashes they
@@ -500,7 +515,7 @@ class Processor:
             items = phrases(e.text)
         return None if items is None else ["items", json.dumps(items, ensure_ascii=False)]
 
-    def _emit_outputs(self, run: _Run, done: list[int], verified: _Verified, result: BatchResult) -> None:
+    def _emit_outputs(self, run: _Run, done: list[int], verified: Verification, result: BatchResult) -> None:
         gw, s = self.gateway, self.settings
         steps, matches = run.steps, verified.matches
         alerting = [(i, steps[i]) for i in done if i in matches and steps[i].action is not Action.QUERY]
@@ -554,9 +569,9 @@ class Processor:
         result.queries += len(queries)
         pipe.execute()
 
-    def _add_roots(self, alerting: list[tuple[int, Step]], verified: _Verified) -> None:
-        """The cluster roots, before this run's unions, of the alerting documents' candidates (one lookup)."""
-        wanted = {n for i, _ in alerting for n in verified.candidates.get(i, ())} - verified.roots.keys()
+    def _add_roots(self, alerting: list[tuple[int, Step]], verified: Verification) -> None:
+        """The cluster roots, before this run's unions, of the ids the alerting documents read (one lookup)."""
+        wanted = {n for i, _ in alerting for n in verified.read.get(i, ())} - verified.roots.keys()
         if wanted:
             nums = sorted(wanted)
             verified.roots.update(zip(nums, self.gateway.roots(nums), strict=True))
@@ -566,34 +581,37 @@ class Processor:
         run: _Run,
         alerting: list[tuple[int, Step]],
         unions: list[tuple[int, list[int]]],
-        verified: _Verified,
-    ) -> npt.NDArray[np.uint64]:
-        """(band, band hash, stays, leaves) rows of each older member of a cluster that leaves a bucket: per bucket
-        and cluster that a document of this run joined, the members known (the run's alerting documents, and
-        the verified candidates read from before it) except the newest KEPT_PER_CLUSTER (bounds.evictions)."""
+        verified: Verification,
+    ) -> Evictions:
+        """lua.EVICT's rows: per bucket and cluster that a document of this run joined where it was there
+        already (run.hits), the cluster's newest documents of the run in it (bounds.eviction_rows), and per
+        cluster the members known to be in it: the run's documents and the ids they read whose cluster they
+        joined (roots before the run, merged by its unions)."""
         final = merged_roots(
             [(step.num, root, merged) for (_, step), (root, merged) in zip(alerting, unions, strict=True)]
         )
-        members: list[tuple[int, int, U64Array]] = []  # (integer id, cluster root after the run, band hashes)
-        in_run = {step.num for _, step in alerting}
+        cluster_of = np.full(len(run.steps) + 1, -1, dtype=np.int64)  # by step index; -1: none
+        nums = np.zeros(len(run.steps) + 1, dtype=np.int64)
         for i, step in alerting:
-            if step.writes and run.bands[i].size:
-                members.append((step.num, final[step.num], run.bands[i]))
-        fps, root_of = verified.fingerprints, verified.roots
-        read = set().union(*(verified.candidates.get(i, ()) for i, _ in alerting)) - in_run
-        before = {n for n in read if root_of.get(n) in final and n in fps and not fps[n].empty}
-        if not members or not before:
+            if step.writes:
+                cluster_of[i], nums[i] = final[step.num], step.num
+        hits = run.hits
+        sel = np.flatnonzero(cluster_of[hits.write] >= 0)
+        if not sel.size:
             return _NO_EVICTIONS
-        olds = sorted(before)
-        rows = self.gateway.band_hashes_of(olds, [fps[n] for n in olds])
-        members += [(n, final[root_of[n]], row) for n, row in zip(olds, rows, strict=True)]
-        nums = np.array([m[0] for m in members], dtype=np.uint64)
-        roots = np.array([m[1] for m in members], dtype=np.uint64)
-        table = pad_rows([m[2] for m in members])
-        new = np.zeros(len(members), dtype=bool)
-        new[: len(members) - len(olds)] = True
-        full = self.gateway.bounds.bucket_members
-        return evictions(table, nums, roots, new, KEPT_PER_CLUSTER, full, self.spec.bands)
+        at = hits.write[sel]
+        bucket = (hits.key[sel] << 32) | hits.field[sel].astype(np.int64)
+        sel = sel[eviction_rows(bucket, nums[at], cluster_of[at], KEPT_PER_CLUSTER)]
+        at = hits.write[sel]
+        roots, cluster = np.unique(cluster_of[at], return_inverse=True)
+        known: dict[int, list[int]] = {int(r): [] for r in roots.tolist()}
+        root_of = verified.roots
+        read = {n for i, _ in alerting for n in verified.read.get(i, ())}
+        for n in read | {s.num for s in run.steps if s.writes}:
+            if (r := final.get(root_of.get(n, n))) is not None and r in known:
+                known[r].append(n)
+        members = [np.array(known[int(r)], dtype="<u4").tobytes() for r in roots.tolist()]
+        return Evictions(hits.names, hits.key[sel], hits.field[sel], cluster, nums[at], members)
 
     def _replies(self, pipe: ScriptPipeline, queries: list[Entry], matches: dict[str, list[Found]]) -> None:
         """Queue the verdicts of the queries, one call per reply stream."""

@@ -58,7 +58,7 @@ def record_calls(
 
     def spy(self: Any, ops: Any, writes: Any, record_key: Any, full: int) -> Any:
         groups = original(self, ops, writes, record_key, full)
-        calls.extend(groups)
+        calls.extend((keys, args) for keys, args, _ in groups)
         return groups
 
     workdir.mkdir(parents=True, exist_ok=True)

@@ -114,7 +114,9 @@ def test_replay_buckets_reproduces_the_recorded_run(tmp_path: Path) -> None:
     try:
         client = redis.Redis(port=port)
         script = client.register_script(replay_buckets.lua.BUCKETS)
-        found = [reply for keys, args in calls for reply in script(keys=keys, args=args)]
+        found = [
+            reply for keys, args in calls for reply in script(keys=keys, args=args)[:-1]
+        ]  # less the hits
     finally:
         proc.terminate()
         proc.wait()

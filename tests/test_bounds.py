@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import ranked
 
-from dedupd.bounds import alert_matches, batch_predecessors, evictions, pick_candidates, ranked_many
+from dedupd.bounds import alert_matches, batch_predecessors, eviction_rows, pick_candidates, ranked_many
 
 
 @given(st.lists(st.integers(1, 30), max_size=200), st.integers(1, 30))
@@ -70,43 +70,43 @@ def test_alert_size_does_not_grow_with_the_cluster() -> None:
 
 @settings(max_examples=300)
 @given(
-    st.lists(
-        st.tuples(
-            st.lists(st.integers(1, 3), min_size=3, max_size=3), st.integers(0, 2), st.booleans()
-        ),  # 0: none
-        max_size=14,
-    ),
+    st.lists(st.tuples(st.integers(0, 3), st.integers(1, 40), st.integers(0, 2)), max_size=40),
     st.integers(1, 3),
 )
-def test_evictions_leave_the_newest_of_each_bucket_and_cluster(
-    members: list[tuple[list[int], int, bool]], keep: int
+def test_eviction_rows_are_the_newest_of_each_bucket_and_cluster(
+    hits: list[tuple[int, int, int]], keep: int
 ) -> None:
-    if not members:
-        return
-    nums = np.arange(100, 100 + len(members), dtype=np.uint64)[::-1].copy()  # not in id order
-    bands = np.array([m[0] for m in members], dtype=np.uint64)
-    roots = np.array([m[1] for m in members], dtype=np.uint64)
-    new = np.array([m[2] for m in members], dtype=bool)
-    got = evictions(bands, nums, roots, new, keep)
-    # brute force: simulate each bucket holding all its members, apply the evictions in order
-    buckets: dict[tuple[int, int], set[int]] = {}
-    for i, (row, _, _) in enumerate(members):
-        for b, h in enumerate(row):
-            buckets.setdefault((b, h), set()).add(int(nums[i]))
-    for b, h, stays, gone in got.tolist():
-        assert gone in buckets[(b, h)] and stays in buckets[(b, h)]
-        buckets[(b, h)].discard(gone)
-    for (b, h), held in buckets.items():
-        for root in set(roots.tolist()):
-            group = [i for i, (row, r, _) in enumerate(members) if row[b] == h and r == root]
-            if not group:
-                continue
-            newest = sorted((int(nums[i]) for i in group), reverse=True)
-            kept = {n for n in held if n in newest}
-            if any(members[i][2] for i in group):
-                assert kept == set(newest[:keep])
-            else:
-                assert kept == set(newest)
+    bucket, num, cluster = (np.array([h[i] for h in hits], dtype=np.int64) for i in range(3))
+    rows = eviction_rows(bucket, num, cluster, keep).tolist()
+    groups = [(hits[i][0], hits[i][2]) for i in rows]
+    # each bucket's and cluster's rows together
+    assert [g for i, g in enumerate(groups) if i == 0 or groups[i - 1] != g] == list(dict.fromkeys(groups))
+    for g in set(groups) | {(b, c) for b, _, c in hits}:  # brute force: the keep newest of each
+        newest = sorted((n for b, n, c in hits if (b, c) == g), reverse=True)[:keep]
+        assert sorted((hits[i][1] for i in rows if (hits[i][0], hits[i][2]) == g), reverse=True) == newest
+
+
+@given(
+    st.lists(st.integers(0, 6), min_size=1, max_size=60),
+    st.integers(1, 20),
+    st.integers(1, 5),
+)
+def test_pick_candidates_verifies_at_most_per_cluster_and_every_cluster_it_can(
+    root_list: list[int], limit: int, per: int
+) -> None:
+    ids = list(range(100, 100 + len(root_list)))  # ranked order: best first
+    picked = pick_candidates(ids, root_list, limit, per)
+    root_of = dict(zip(ids, root_list, strict=True))
+    distinct = list(dict.fromkeys(root_list))
+    allowed = sum(min(per, root_list.count(r)) for r in distinct)
+    assert len(picked) == min(limit, allowed) and len(set(picked)) == len(picked)
+    for root in distinct:
+        mine = [n for n in ids if root_of[n] == root]
+        taken = [n for n in picked if root_of[n] == root]
+        assert len(taken) <= per
+        assert taken == sorted(taken) and set(taken) <= set(mine[: len(taken)])  # its best-ranked ones
+    for root in distinct[: min(limit, len(distinct))]:  # each cluster that fits, by its best one
+        assert next(n for n in ids if root_of[n] == root) in picked
 
 
 @given(

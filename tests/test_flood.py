@@ -9,6 +9,8 @@ import random
 import numpy as np
 import redis
 from helpers import alerts, drain, make_daemon, push, text, variant
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dedupd.bounds import KEPT_PER_CLUSTER
 from dedupd.client import Client
@@ -150,52 +152,106 @@ def test_a_full_bucket_is_read_but_not_joined(r: redis.Redis, redis_url: str) ->
     assert kept == {3 * BUCKET_MEMBERS - 1, 3 * BUCKET_MEMBERS}  # the newest two, refused by the full bucket
 
 
-def test_eviction_keeps_the_newer_member_in_the_bucket(r: redis.Redis, redis_url: str) -> None:
-    gw = make_daemon(redis_url).gateway
-    h = np.uint64(0x1234_5678_9ABC_DEF0)
-    name = gw._names(np.array([0]), np.array([int(h >> gw._shift)]) if gw.spec.shard_bits else np.array([0]))[
-        0
-    ]
-    field = int(h & np.uint64(0xFFFFFFFF)).to_bytes(4, "little")
-    r.hset(name, field, np.array([1, 2], dtype="<u4").tobytes())
+def _evicted_by_hand(bucket: list[int], known: set[int], held: list[int], keep: int, full: int) -> list[int]:
+    """What lua.EVICT leaves in one bucket: of the cluster's known members in it and the batch's documents
+    that joined it (``held``), the ``keep`` newest stay, the others leave, and one refused by a full bucket
+    takes a place that was left."""
+    ids = list(dict.fromkeys([m for m in bucket if m in known] + held))
+    if len(ids) <= keep:
+        return bucket
+    kept = sorted(ids, reverse=True)[:keep]
+    out = [m for m in bucket if m not in ids or m in kept]
+    for m in kept:
+        if m not in out and len(out) < full:
+            out.append(m)
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.integers(1, 12), unique=True, max_size=6),  # the bucket's members, in order
+            st.sets(st.integers(1, 12)),  # the cluster's known members
+            st.lists(st.integers(1, 12), unique=True, min_size=1, max_size=3),  # documents that joined it
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    st.integers(1, 3),
+)
+def test_eviction_leaves_the_newest_of_the_cluster_in_each_bucket(
+    r: redis.Redis, redis_url: str, cases: list[tuple[list[int], set[int], list[int]]], keep: int
+) -> None:
+    """lua.EVICT against the by-hand rule, several buckets and clusters in one call (a real server)."""
+    from dedupd import gateway as gateway_module
+    from dedupd.buckets import Evictions
     from dedupd.connection import ScriptPipeline
 
-    pipe = ScriptPipeline(gw.client)
-    gw.evict(pipe, np.array([[0, h, 2, 1]], dtype=np.uint64))  # 2 is in the bucket: 1 leaves
-    gw.evict(
-        pipe, np.array([[0, h, 3, 2]], dtype=np.uint64)
-    )  # 3 is not (a full bucket refused it): it takes 2's place
-    gw.evict(pipe, np.array([[0, h, 4, 9]], dtype=np.uint64))  # 9 is not there: nothing changes
-    assert pipe.execute() == [1, 1, 0]
-    assert np.frombuffer(r.hget(name, field), dtype="<u4").tolist() == [3]
+    r.flushall()
+    gw = make_daemon(redis_url).gateway
+    full = 6
+    name = "dedupd:b:test"
+    rows: list[tuple[int, int, int]] = []  # (field, cluster, document)
+    for i, (bucket, _, held) in enumerate(cases):
+        if bucket:
+            r.hset(name, i.to_bytes(4, "little"), np.array(bucket, dtype="<u4").tobytes())
+        rows += [(i, i, h) for h in held]
+    ev = Evictions(
+        [name],
+        np.zeros(len(rows), dtype=np.int64),
+        np.array([f for f, _, _ in rows], dtype=np.uint32),
+        np.array([c for _, c, _ in rows], dtype=np.int64),
+        np.array([d for _, _, d in rows], dtype=np.int64),
+        [np.array(sorted(known), dtype="<u4").tobytes() for _, known, _ in cases],
+    )
+    real_keep, real_full = gateway_module.KEPT_PER_CLUSTER, gw.bounds.bucket_members
+    gateway_module.KEPT_PER_CLUSTER = keep
+    object.__setattr__(gw.bounds, "bucket_members", full)
+    try:
+        pipe = ScriptPipeline(gw.client)
+        gw.evict(pipe, ev)
+        left = pipe.execute()[0]
+    finally:
+        gateway_module.KEPT_PER_CLUSTER = real_keep
+        object.__setattr__(gw.bounds, "bucket_members", real_full)
+    expected_left = 0
+    for i, (bucket, known, held) in enumerate(cases):
+        expected = _evicted_by_hand(bucket, known, held, keep, full)
+        got = r.hget(name, i.to_bytes(4, "little"))
+        assert (np.frombuffer(got, "<u4").tolist() if got else []) == (expected if bucket else [])
+        expected_left += len(set(bucket) - set(expected)) if bucket else 0
+    assert left == expected_left
 
 
 def test_a_batch_over_one_bucket_call_reads_what_one_call_would(r: redis.Redis, redis_url: str) -> None:
     """A batch's BUCKETS calls come in chunks of APPLY_CHUNK documents; a later chunk must not read the
     copies an earlier chunk of the same batch put in the buckets (up to bucket_members of them per bucket:
     the old code verified ~50 candidates per copy in a flood, against ~16 in the first chunk)."""
-    from dedupd import gateway, processor
+    from dedupd import gateway, matching
 
     rng = random.Random(11)
     base = text(rng, 100)
     n = 3 * gateway.APPLY_CHUNK
     push(r, [{"id": f"copy-{i}", "text": variant(rng, base, 1)} for i in range(n)])
     daemon = make_daemon(redis_url, batch_size=n, max_candidates=1000)
-    counts: list[int] = []
-    real = processor.verify_candidates
+    counts: dict[int, set[int]] = {}
+    real = matching.ranked_many
 
-    def counting(gw, own, candidates):  # type: ignore[no-untyped-def]
-        counts.extend(len(c) for c in candidates.values())
-        return real(gw, own, candidates)
+    def counting(reads):  # type: ignore[no-untyped-def]
+        ranks = real(reads)
+        for key, ids in ranks.items():
+            counts.setdefault(key, set()).update(ids)
+        return ranks
 
-    processor.verify_candidates = counting  # type: ignore[assignment]
+    matching.ranked_many = counting  # type: ignore[assignment]
     try:
         drain(daemon)
     finally:
-        processor.verify_candidates = real  # type: ignore[assignment]
+        matching.ranked_many = real  # type: ignore[assignment]
     assert len(counts) == n - 1
     # one batch: what a document reads is the nearest earlier copy per band (bounds.batch_predecessors)
-    assert max(counts) <= 25, sorted(counts)[-10:]
+    assert max(len(ids) for ids in counts.values()) <= 25, sorted(len(ids) for ids in counts.values())[-10:]
     assert len(alerts(r)) == n - 1
 
 
