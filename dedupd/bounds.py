@@ -163,6 +163,21 @@ def shared_entries(bands: npt.NDArray[np.uint64], n_bands: int | None = None) ->
     return SharedEntries(b, h, r, bands.shape[0])
 
 
+def holding(entries: SharedEntries, rows: npt.NDArray[np.int64]) -> SharedEntries:
+    """The shared entries of the buckets that hold one of ``rows`` (whole buckets, in the same order): what
+    :func:`predecessors` needs for those rows alone.
+
+    >>> e = shared_entries(np.array([[1, 5], [1, 6], [2, 5], [2, 6]], np.uint64))
+    >>> holding(e, np.array([1])).row.tolist()
+    [0, 1, 1, 3]
+    """
+    if not entries.band.size:
+        return entries
+    group, _ = _runs(entries.band, entries.hashes)
+    keep = np.isin(group, group[np.isin(entries.row, rows)])
+    return SharedEntries(entries.band[keep], entries.hashes[keep], entries.row[keep], entries.rows)
+
+
 def predecessors(
     entries: SharedEntries, depth: int, n_bands: int | None = None, prefix_depth: int = 0
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:

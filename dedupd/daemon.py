@@ -22,6 +22,7 @@ output streams' redelivery markers (``:seen``) are pruned by age on a timer, not
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -60,6 +61,7 @@ _TRIM_EVERY_S = 0.2
 _RECONCILE_S = 2.0  # while entries wait and nothing is read: how often the in-flight registry is reconciled
 _DEFERRED_BLOCK_MS = 50
 _PROGRESS_S = 10.0  # how often serve logs a progress line at INFO
+GC_YOUNG = 50_000  # allocations between collections of the youngest generation (tune_gc)
 # Errors that say nothing about the entries of a batch: never a reason to fail or dead-letter an entry.
 _NOT_THE_ENTRY = (*RETRYABLE, redis.exceptions.NoPermissionError)
 
@@ -97,6 +99,16 @@ def kept_length(length: int, used_bytes: int, max_bytes: int) -> int | None:
     if used_bytes <= max_bytes or length == 0:
         return None
     return int(length * 0.9 * max_bytes / used_bytes)
+
+
+def tune_gc() -> None:
+    """Python's cyclic garbage collector, set for a batch loop: what start-up made (modules, compiled kernels,
+    tables) is frozen out of every later collection, and the youngest generation is collected every
+    ``GC_YOUNG`` allocations instead of 700 (a batch allocates tens of thousands of short-lived objects,
+    few of them in cycles: at 700 the collections cost 12 % of a flood's processing)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG, 20, 20)
 
 
 class Daemon:
@@ -196,6 +208,7 @@ class Daemon:
         started = time.monotonic()
         self.processor.warm_up()
         log.info("compiled kernels loaded in %.2fs", time.monotonic() - started)
+        tune_gc()
         self.metrics.serve(self.settings.metrics_host, self.settings.metrics_port)
         delay, since = 0.1, 0.0
         while not self.stopping.is_set():

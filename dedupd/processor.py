@@ -30,6 +30,7 @@ from dedupd.bounds import (
     alert_matches,
     earlier_clusters,
     eviction_rows,
+    holding,
     merged_roots,
     predecessors,
     shared_entries,
@@ -60,6 +61,7 @@ MAX_PHRASES = 1000  # distinct phrases a document's basket holds at most (its fi
 _MAX_ATTEMPTS = 8
 _NO_BANDS = np.zeros(0, dtype=np.uint64)
 _NONE = np.zeros(0, dtype=np.int64)
+_NO_ROOTS: frozenset[int] = frozenset()
 _NO_EVICTIONS = Evictions([], _NONE, np.zeros(0, np.uint32), _NONE, _NONE, [])
 _NO_SHARED = SharedEntries(np.zeros(0, np.uint64), np.zeros(0, np.uint64), np.zeros(0, np.int64), 0)
 _BatchEntries = tuple[list[int], SharedEntries]  # the run's written steps with band hashes, what they share
@@ -431,10 +433,16 @@ class Processor:
         for i, earlier in self._batch_neighbours(run, batch, BATCH_NEIGHBOURS).items():
             num = run.steps[i].num
             seen = got.candidates.get(num, set())
-            full = {r for r, n in Counter(roots.get(c, c) for c in seen).items() if n >= VERIFIED_PER_CLUSTER}
-            keep = [w for w in earlier.tolist() if w not in seen and not joined.get(w, set()) & full]
-            if keep:
-                out[num] = (np.array(keep, dtype=np.uint32), num)
+            full = set()
+            if len(seen) >= VERIFIED_PER_CLUSTER:
+                counts = Counter(roots.get(c, c) for c in seen)
+                full = {r for r, n in counts.items() if n >= VERIFIED_PER_CLUSTER}
+            ids = earlier.tolist()
+            drop = {w for w in set(ids) if w in seen or joined.get(w, _NO_ROOTS) & full}
+            if drop:
+                earlier = np.array([w for w in ids if w not in drop], dtype=np.uint32)
+            if earlier.size:
+                out[num] = (earlier, num)
         return out
 
     def _look_further(
@@ -483,10 +491,13 @@ class Processor:
         rows, shared = batch
         if len(rows) < 2:
             return {}
+        if only is not None:
+            wanted = np.array([at for at, i in enumerate(rows) if i in only], dtype=np.int64)
+            shared = holding(shared, wanted)  # the rest of the batch's buckets need no look
         later, earlier = predecessors(shared, depth, self.spec.bands, self.gateway.bounds.bucket_members)
         if only is not None:
-            wanted = np.isin(later, [at for at, i in enumerate(rows) if i in only])
-            later, earlier = later[wanted], earlier[wanted]
+            keep = np.isin(later, wanted)
+            later, earlier = later[keep], earlier[keep]
         if not later.size:
             return {}
         nums = np.array([run.steps[i].num for i in rows], dtype=np.uint32)

@@ -32,7 +32,7 @@ def measure(corpus: Path, docs: int) -> dict[str, float]:
     sys.path.insert(0, str(HERE.parent / "tests"))
     from conftest import start_redis_server
 
-    from dedupd.daemon import Daemon
+    from dedupd.daemon import Daemon, tune_gc
     from dedupd.settings import load_settings
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -50,6 +50,7 @@ def measure(corpus: Path, docs: int) -> dict[str, float]:
             settings = load_settings(redis_url=url, metrics_port=0, consumer="bench", block_ms=50)
             daemon = Daemon(settings, client=redis.Redis.from_url(url))
             daemon.processor.warm_up()
+            tune_gc()  # as Daemon.run does
             server0 = _server_cpu(r)
             cpu0, wall0 = time.process_time(), time.monotonic()
             while daemon.iteration() is not None:
