@@ -63,11 +63,13 @@ def ranked_many(reads: Mapping[int, tuple[npt.NDArray[np.uint32], int]]) -> dict
     who, ids_u = pair >> 32, pair & 0xFFFFFFFF
     order = np.lexsort((ids_u, -counts, who))  # per key: most shared bands first, then oldest
     who, ids_u = who[order], ids_u[order]
-    cuts = np.flatnonzero(np.diff(who)) + 1
+    starts = np.flatnonzero(np.diff(who, prepend=-1)).tolist()
+    listed = ids_u.tolist()
     out: dict[int, list[int]] = {k: [] for k in keys}
-    for part, members in zip(np.split(who, cuts), np.split(ids_u, cuts), strict=True):
-        if part.size:
-            out[keys[int(part[0])]] = members.tolist()
+    for owner, a, b in zip(
+        who[starts].tolist(), starts, [*starts[1:], len(listed)][: len(starts)], strict=True
+    ):
+        out[keys[owner]] = listed[a:b]
     return out
 
 
@@ -163,19 +165,27 @@ def shared_entries(bands: npt.NDArray[np.uint64], n_bands: int | None = None) ->
     return SharedEntries(b, h, r, bands.shape[0])
 
 
-def holding(entries: SharedEntries, rows: npt.NDArray[np.int64]) -> SharedEntries:
-    """The shared entries of the buckets that hold one of ``rows`` (whole buckets, in the same order): what
-    :func:`predecessors` needs for those rows alone.
+def nearest_earlier(
+    entries: SharedEntries, rows: npt.NDArray[np.int64], depth: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(row, earlier row) pairs of ``rows`` alone: in each bucket that one of them shares, the ``depth``
+    nearest earlier rows in it, every band alike (:func:`predecessors` with ``prefix_depth`` = ``depth``,
+    for those rows only: a few documents of a batch look deep, not the whole batch).
 
-    >>> e = shared_entries(np.array([[1, 5], [1, 6], [2, 5], [2, 6]], np.uint64))
-    >>> holding(e, np.array([1])).row.tolist()
-    [0, 1, 1, 3]
+    >>> e = shared_entries(np.array([[1, 5], [1, 6], [1, 5], [2, 5]], np.uint64))
+    >>> [a.tolist() for a in nearest_earlier(e, np.array([2]), 5)]
+    [[2, 2, 2], [0, 1, 0]]
     """
-    if not entries.band.size:
-        return entries
-    group, _ = _runs(entries.band, entries.hashes)
-    keep = np.isin(group, group[np.isin(entries.row, rows)])
-    return SharedEntries(entries.band[keep], entries.hashes[keep], entries.row[keep], entries.rows)
+    r = entries.row
+    if not r.size:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    group, first = _runs(entries.band, entries.hashes)
+    at = np.flatnonzero(np.isin(r, rows))
+    lo = np.maximum(first[group[at]], at - depth)
+    counts = at - lo
+    starts = np.repeat(lo, counts)
+    steps = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    return np.repeat(r[at], counts), r[starts + steps]
 
 
 def predecessors(

@@ -38,7 +38,7 @@ from dedupd.buckets import (
 )
 from dedupd.cluster_records import ClusterRecords
 from dedupd.connection import RedisClient, ScriptPipeline, is_cluster
-from dedupd.fingerprint import Fingerprint, Fingerprinter
+from dedupd.fingerprint import Fingerprinter
 from dedupd.hashing import U64Array
 from dedupd.keys import Keys, Meta
 from dedupd.lsh import column_bands
@@ -224,10 +224,9 @@ class Gateway:
             blobs = [b for part in pipe.execute() for b in part]
         return self._decoded.decode(wanted, blobs, self.fingerprinter)
 
-    def band_hashes_of(self, nums: Sequence[int], fps: Sequence[Fingerprint]) -> list[U64Array]:
-        """The band hashes of records read (``fps[i]`` is record ``nums[i]``'s), computed once per record
-        while its decoded form is kept (record_cache.DecodedRecords)."""
-        return self._decoded.band_hashes(nums, fps, self.fingerprinter)
+    def remember(self, num: int, blob: bytes, record: Record) -> None:
+        """Keep a record just written as read (record_cache.DecodedRecords.remember)."""
+        self._decoded.remember(num, blob, record)
 
     def versions(self, nums: Sequence[int]) -> dict[int, str]:
         """Each record's version (its input entry id; '' when there is no record), without the records."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,8 +29,8 @@ from dedupd.bounds import (
     alert_matches,
     earlier_clusters,
     eviction_rows,
-    holding,
     merged_roots,
+    nearest_earlier,
     predecessors,
     shared_entries,
 )
@@ -45,6 +44,7 @@ from dedupd.hashing import U64Array
 from dedupd.lsh import pad_rows
 from dedupd.matching import Found, Verification, verify_reads
 from dedupd.planner import Action, Step, byte_runs, doc_write, plan, unique_runs
+from dedupd.record import Record
 from dedupd.settings import Settings
 from dedupd.verdict import Match, Verdict, cluster_of
 from dedupd.verify import jaccard_pairs
@@ -61,7 +61,7 @@ MAX_PHRASES = 1000  # distinct phrases a document's basket holds at most (its fi
 _MAX_ATTEMPTS = 8
 _NO_BANDS = np.zeros(0, dtype=np.uint64)
 _NONE = np.zeros(0, dtype=np.int64)
-_NO_ROOTS: frozenset[int] = frozenset()
+_NO_IDS_SET: frozenset[int] = frozenset()
 _NO_EVICTIONS = Evictions([], _NONE, np.zeros(0, np.uint32), _NONE, _NONE, [])
 _NO_SHARED = SharedEntries(np.zeros(0, np.uint64), np.zeros(0, np.uint64), np.zeros(0, np.int64), 0)
 _BatchEntries = tuple[list[int], SharedEntries]  # the run's written steps with band hashes, what they share
@@ -205,6 +205,15 @@ class _Run:
     found: list[Packed | None] = field(default_factory=list)  # per step: its bucket reads, None = retry
     refused: dict[int, str] = field(default_factory=dict)  # by step: why its document was not stored
     hits: Hits = NO_HITS  # the buckets joined that were there already (``write``: the step's index)
+
+
+def _full_clusters(candidates: set[int] | frozenset[int], roots: dict[int, int]) -> set[int]:
+    """The cluster roots of which ``candidates`` hold ``VERIFIED_PER_CLUSTER`` or more."""
+    counts: dict[int, int] = {}
+    for c in candidates:
+        r = roots.get(c, c)
+        counts[r] = counts.get(r, 0) + 1
+    return {r for r, n in counts.items() if n >= VERIFIED_PER_CLUSTER}
 
 
 def _by_step(hits: Hits, step_of: npt.NDArray[np.int64]) -> Hits:
@@ -369,8 +378,11 @@ class Processor:
                 at.append(i)
         found: list[Packed | None] = [NO_IDS] * len(steps)
         applied, hits = gw.apply(writes)
-        for i, f in zip(at, applied, strict=True):
+        for i, w, f in zip(at, writes, applied, strict=True):
             found[i] = f
+            if f is not None and w.record is not None and (fp := new[i]) is not None:
+                e = steps[i].entry
+                gw.remember(w.num, w.record, Record(w.num, e.doc_id, fp, e.entry_id, e.source))
         hits = _by_step(hits, np.array(at, dtype=np.int64))
         gw.forget(
             [
@@ -427,18 +439,21 @@ class Processor:
         what a bucket would hold) as bucket reads, less those verified already and those in a cluster of
         which the document verified ``VERIFIED_PER_CLUSTER`` candidates already (each matched one of the
         clusters it matched in its buckets, as a flood's copies do)."""
-        roots = got.roots
-        joined = {k: {roots.get(m[2], m[2]) for m in found} for k, found in got.matches.items()}
+        roots, matches = got.roots, got.matches
+        joined: dict[int, set[int]] = {}  # by document: the roots of its matches (computed once)
+
+        def joins(w: int) -> set[int]:
+            if (known := joined.get(w)) is None:
+                known = joined[w] = {roots.get(m[2], m[2]) for m in matches.get(w, ())}
+            return known
+
         out: dict[int, tuple[Packed, int]] = {}
         for i, earlier in self._batch_neighbours(run, batch, BATCH_NEIGHBOURS).items():
             num = run.steps[i].num
-            seen = got.candidates.get(num, set())
-            full = set()
-            if len(seen) >= VERIFIED_PER_CLUSTER:
-                counts = Counter(roots.get(c, c) for c in seen)
-                full = {r for r, n in counts.items() if n >= VERIFIED_PER_CLUSTER}
+            seen = got.candidates.get(num, _NO_IDS_SET)
+            full = _full_clusters(seen, roots) if len(seen) >= VERIFIED_PER_CLUSTER else _NO_IDS_SET
             ids = earlier.tolist()
-            drop = {w for w in set(ids) if w in seen or joined.get(w, _NO_ROOTS) & full}
+            drop = {w for w in set(ids) if w in seen or (full and not full.isdisjoint(joins(w)))}
             if drop:
                 earlier = np.array([w for w in ids if w not in drop], dtype=np.uint32)
             if earlier.size:
@@ -491,13 +506,11 @@ class Processor:
         rows, shared = batch
         if len(rows) < 2:
             return {}
-        if only is not None:
+        if only is None:
+            later, earlier = predecessors(shared, depth, self.spec.bands, self.gateway.bounds.bucket_members)
+        else:
             wanted = np.array([at for at, i in enumerate(rows) if i in only], dtype=np.int64)
-            shared = holding(shared, wanted)  # the rest of the batch's buckets need no look
-        later, earlier = predecessors(shared, depth, self.spec.bands, self.gateway.bounds.bucket_members)
-        if only is not None:
-            keep = np.isin(later, wanted)
-            later, earlier = later[keep], earlier[keep]
+            later, earlier = nearest_earlier(shared, wanted, depth)
         if not later.size:
             return {}
         nums = np.array([run.steps[i].num for i in rows], dtype=np.uint32)

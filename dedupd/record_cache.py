@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dedupd.fingerprint import Fingerprint, Fingerprinter
-from dedupd.hashing import U64Array
+from dedupd.fingerprint import Fingerprinter
 from dedupd.record import Record, decode_records
 
 MAX_BYTES = 8 << 20  # bytes of the records kept: stored bytes and decoded arrays (see _size)
@@ -36,7 +35,6 @@ class DecodedRecords:
     def __init__(self, max_bytes: int = MAX_BYTES, max_entry_bytes: int = MAX_ENTRY_BYTES) -> None:
         self.max_bytes, self.max_entry_bytes = max_bytes, max_entry_bytes
         self._kept: dict[int, tuple[bytes, Record]] = {}
-        self._bands: dict[int, U64Array] = {}  # band hashes of kept records, once asked for
         self._bytes = 0
 
     def decode(
@@ -66,39 +64,12 @@ class DecodedRecords:
                     self._keep(num, blob, record)
         return out
 
-    def band_hashes(
-        self, nums: Sequence[int], fps: Sequence[Fingerprint], fingerprinter: Fingerprinter
-    ) -> list[U64Array]:
-        """The band hashes of each fingerprint (of the record ``nums[i]``), computed once for a record kept
-        here (the fingerprint this cache decoded, the very object), every time for any other.
-
-        >>> from dedupd.spec import IndexSpec
-        >>> from dedupd.record import encode_record
-        >>> f = Fingerprinter(IndexSpec("word:1", 64, 7, 16, 4), keep_shingles=True)
-        >>> fp = f.compute(["some text here"])[0]
-        >>> cache = DecodedRecords()
-        >>> kept = cache.decode([7], [encode_record("a", fp, "1-0", None, True)], f)[7].fingerprint
-        >>> rows = cache.band_hashes([7, 8], [kept, fp], f)
-        >>> rows[0] is cache.band_hashes([7], [kept], f)[0], bool((rows[0] == f.band_hashes([fp])[0]).all())
-        (True, True)
-        """
-        out: list[U64Array | None] = []
-        todo: list[int] = []
-        for i, (num, fp) in enumerate(zip(nums, fps, strict=True)):
-            row = self._bands.get(num) if self._holds(num, fp) else None
-            out.append(row)
-            if row is None:
-                todo.append(i)
-        for i, row in zip(todo, fingerprinter.band_hashes([fps[i] for i in todo]), strict=True):
-            out[i] = row
-            if self._holds(nums[i], fps[i]):
-                self._bands[nums[i]] = row
-        return out  # type: ignore[return-value]
-
-    def _holds(self, num: int, fp: Fingerprint) -> bool:
-        """Whether ``fp`` is the fingerprint this cache decoded for record ``num`` (the very object)."""
-        kept = self._kept.get(num)
-        return kept is not None and kept[1].fingerprint is fp
+    def remember(self, num: int, blob: bytes, record: Record) -> None:
+        """Keep a record this process has just written (``blob``, as stored) without decoding it: in a flood,
+        the next batch's copies verify the copies of this one."""
+        self._forget(num)
+        if len(blob) <= self.max_entry_bytes:
+            self._keep(num, blob, record)
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -116,7 +87,6 @@ class DecodedRecords:
 
     def _forget(self, num: int) -> None:
         kept = self._kept.pop(num, None)
-        self._bands.pop(num, None)
         if kept is not None:
             self._bytes -= _size(*kept)
 

@@ -7,7 +7,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import ranked
 
-from dedupd.bounds import alert_matches, batch_predecessors, eviction_rows, pick_candidates, ranked_many
+from dedupd.bounds import (
+    alert_matches,
+    batch_predecessors,
+    eviction_rows,
+    nearest_earlier,
+    pick_candidates,
+    ranked_many,
+    shared_entries,
+)
 
 
 @given(st.lists(st.integers(1, 30), max_size=200), st.integers(1, 30))
@@ -157,3 +165,23 @@ def test_batch_predecessors_equal_the_nearest_holders_by_hand(
     assert sorted(zip(got[0].tolist(), got[1].tolist(), strict=True)) == _predecessors_by_hand(
         table, depth, 3, prefix_depth
     )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 12).flatmap(
+        lambda n: st.lists(st.lists(st.integers(0, 4), min_size=5, max_size=5), min_size=n, max_size=n)
+    ),
+    st.integers(1, 6),
+    st.sets(st.integers(0, 11)),
+)
+def test_nearest_earlier_of_some_rows_equals_the_whole_batchs_look_at_them(
+    table: list[list[int]], depth: int, rows: set[int]
+) -> None:
+    for row in table:  # a prefix holds distinct hashes
+        if row[3] == row[4]:
+            row[4] = 0
+    entries = shared_entries(np.array(table, dtype=np.uint64), 3)
+    got = nearest_earlier(entries, np.array(sorted(rows), dtype=np.int64), depth)
+    expected = [p for p in _predecessors_by_hand(table, depth, 3, depth) if p[0] in rows]
+    assert sorted(zip(got[0].tolist(), got[1].tolist(), strict=True)) == expected

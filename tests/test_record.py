@@ -14,7 +14,7 @@ import pytest
 
 from dedupd.errors import ConfigError
 from dedupd.fingerprint import AppendTo, Fingerprint, Fingerprinter
-from dedupd.record import VERSION, VERSION_HASHES, decode_records, encode_record, record_doc_id
+from dedupd.record import VERSION, VERSION_HASHES, Record, decode_records, encode_record, record_doc_id
 from dedupd.record_cache import DecodedRecords
 from dedupd.spec import IndexSpec
 
@@ -186,3 +186,23 @@ def test_kept_records_are_bounded_in_bytes_oldest_out_first_and_large_ones_not_k
     big = _blob(fpr, "big", " ".join(WORDS * 20), "99-0")
     assert len(big) > size
     assert cache.decode([99], [big], fpr)[99] is not cache.decode([99], [big], fpr)[99]  # never kept
+
+
+@pytest.mark.parametrize("minhash", ["oph", "classic"])
+@pytest.mark.parametrize("exact", [True, False])
+def test_a_remembered_written_record_reads_as_its_decoding_would(minhash: str, exact: bool) -> None:
+    """The daemon keeps each record it writes with the fingerprint it computed (no decode when a later
+    batch reads it back): that fingerprint must be what decoding the stored bytes gives, short and long."""
+    fpr = Fingerprinter(IndexSpec("word:3", 64, 7, 16, 4, minhash), keep_shingles=exact)
+    for n, text in enumerate([text_of(6, 1), text_of(200, 2), "", text_of(40, 3)]):
+        fp = fpr.compute([text])[0]
+        blob = encode_record(f"d{n}", fp, f"{n}-0", "feed", exact)
+        cache = DecodedRecords()
+        cache.remember(n, blob, Record(n, f"d{n}", fp, f"{n}-0", "feed"))
+        got = cache.decode([n], [bytes(blob)], fpr)[n]
+        decoded = decode_records([n], [blob], fpr)[n]
+        assert got is not None and decoded is not None and got.fingerprint is fp  # no decode
+        same(fp, decoded.fingerprint, exact)
+        assert (got.doc_id, got.entry_id, got.source) == (decoded.doc_id, decoded.entry_id, decoded.source)
+        other = encode_record(f"d{n}", fpr.compute([text + " changed"])[0], f"{n}-1", None, exact)
+        assert cache.decode([n], [other], fpr)[n].entry_id == f"{n}-1"  # type: ignore[union-attr]
