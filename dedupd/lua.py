@@ -80,9 +80,7 @@ local i, n = 4, 0
 while i <= #ARGV do
   local count = tonumber(ARGV[i + 1])
   if not redis.call('ZSCORE', KEYS[2], ARGV[i]) then  -- the marker after the entry: a failing XADD leaves none
-    local args = {'XADD', KEYS[1], 'MAXLEN', '~', maxlen, '*'}
-    for j = i + 2, i + 1 + 2 * count do args[#args + 1] = ARGV[j] end
-    redis.call(unpack(args))
+    redis.call('XADD', KEYS[1], 'MAXLEN', '~', maxlen, '*', unpack(ARGV, i + 2, i + 1 + 2 * count))
     redis.call('ZADD', KEYS[2], now, ARGV[i])
     n = n + 1
   end
