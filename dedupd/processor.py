@@ -380,7 +380,7 @@ class Processor:
         applied, hits = gw.apply(writes)
         for i, w, f in zip(at, writes, applied, strict=True):
             found[i] = f
-            if f is not None and w.record is not None and (fp := new[i]) is not None:
+            if f is not None and f.size and w.record is not None and (fp := new[i]) is not None:
                 e = steps[i].entry
                 gw.remember(w.num, w.record, Record(w.num, e.doc_id, fp, e.entry_id, e.source))
         hits = _by_step(hits, np.array(at, dtype=np.int64))
