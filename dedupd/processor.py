@@ -419,9 +419,17 @@ class Processor:
             own[key], key_of[i] = (s.entry.doc_id, fp), key
             if f.size:
                 reads[key] = (f, s.num)  # a query with an indexed document's id is not compared with it
-        got = verify_reads(self.gateway, own, reads)
         batch = self._batch_entries(run)  # sorted once, for both looks
-        got.add(verify_reads(self.gateway, own, self._batch_reads(run, batch, got)))
+        later: dict[int, Packed] = {}  # by step index: batch reads verified after the buckets' candidates
+        for i, earlier in self._batch_neighbours(run, batch, BATCH_NEIGHBOURS).items():
+            f, num = reads.get(run.steps[i].num, (NO_IDS, run.steps[i].num))
+            if f.size > VERIFIED_PER_CLUSTER and len(set(f.tolist())) > VERIFIED_PER_CLUSTER:
+                later[i] = earlier  # a crowd in its buckets: maybe a cluster it verifies enough of there
+            else:
+                reads[num] = (np.concatenate([f, earlier]), num)
+        got = verify_reads(self.gateway, own, reads)
+        if later:
+            got.add(verify_reads(self.gateway, own, self._batch_reads(run, later, got)))
         self._look_further(run, batch, own, key_of, got)
         by_key = {key: i for i, key in key_of.items()}
         return Verification(
@@ -433,12 +441,12 @@ class Processor:
         )
 
     def _batch_reads(
-        self, run: _Run, batch: _BatchEntries, got: Verification
+        self, run: _Run, neighbours: dict[int, Packed], got: Verification
     ) -> dict[int, tuple[Packed, int]]:
-        """By integer id, the nearest earlier documents of the run with a band hash in common (one per band:
-        what a bucket would hold) as bucket reads, less those verified already and those in a cluster of
-        which the document verified ``VERIFIED_PER_CLUSTER`` candidates already (each matched one of the
-        clusters it matched in its buckets, as a flood's copies do)."""
+        """By integer id, the ``neighbours`` (by step index: the nearest earlier documents of the run with a
+        band hash in common, one per band, as a bucket would hold them) as bucket reads, less those verified
+        already and those in a cluster of which the document verified ``VERIFIED_PER_CLUSTER`` candidates
+        already (each matched one of the clusters it matched in its buckets, as a flood's copies do)."""
         roots, matches = got.roots, got.matches
         joined: dict[int, set[int]] = {}  # by document: the roots of its matches (computed once)
 
@@ -448,7 +456,7 @@ class Processor:
             return known
 
         out: dict[int, tuple[Packed, int]] = {}
-        for i, earlier in self._batch_neighbours(run, batch, BATCH_NEIGHBOURS).items():
+        for i, earlier in neighbours.items():
             num = run.steps[i].num
             seen = got.candidates.get(num, _NO_IDS_SET)
             full = _full_clusters(seen, roots) if len(seen) >= VERIFIED_PER_CLUSTER else _NO_IDS_SET
