@@ -622,8 +622,8 @@ class Processor:
         final = merged_roots(
             [(step.num, root, merged) for (_, step), (root, merged) in zip(alerting, unions, strict=True)]
         )
-        cluster_of = np.full(len(run.steps) + 1, -1, dtype=np.int64)  # by step index; -1: none
-        nums = np.zeros(len(run.steps) + 1, dtype=np.int64)
+        cluster_of = np.full(len(run.steps), -1, dtype=np.int64)  # by step index; -1: none
+        nums = np.zeros(len(run.steps), dtype=np.int64)
         for i, step in alerting:
             if step.writes:
                 cluster_of[i], nums[i] = final[step.num], step.num

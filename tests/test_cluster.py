@@ -318,3 +318,34 @@ def test_failover_of_a_primary_mid_run_loses_and_doubles_nothing(
     assert recovered_s < 30
     fresh.close()
     client.close()
+
+
+def _bucket_sizes(client: Any) -> list[int]:
+    return sorted(
+        len(v) // 4 for key in client.scan_iter(match=f"{Keys().prefix}:b:*") for v in client.hvals(key)
+    )
+
+
+def test_a_flood_on_the_cluster_is_bounded_as_on_a_single_redis(
+    rc: Any, cluster: Cluster, r: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    """The bucket script's hits and the evictions (one call per slot on the cluster) leave the same buckets
+    and the same alerts as on a single Redis: every copy found, the buckets kept small."""
+    import random
+
+    rng = random.Random(5)
+    base = text(rng, 100)
+    docs = [{"id": f"copy-{i}", "text": variant(rng, base, 1)} for i in range(300)]
+    _run(redis_url, r, docs, tmp_path, "single", cluster=False)
+    _run(cluster.url, rc, docs, tmp_path, "cluster")
+    got = alerts(rc)
+    assert {a["id"] for a in got} == {d["id"] for d in docs[1:]}
+    assert {a["cluster"] for a in got} == {"copy-0"}
+
+    def key(a: dict[str, Any]) -> tuple[Any, ...]:
+        return (a["id"], a["duplicate_of"], a["similarity"], str(a["matches"]), a["cluster"])
+
+    assert sorted(map(key, got)) == sorted(map(key, alerts(r)))
+    sizes = _bucket_sizes(rc)
+    assert sizes == _bucket_sizes(r)
+    assert sum(sizes) < 300 * 25 * 0.75, sum(sizes)  # the shared buckets keep a few of the cluster
