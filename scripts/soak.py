@@ -10,9 +10,12 @@ Faults (``--faults``, default ``all``; or a comma-separated subset of these, or 
 - ``aof``: Redis is shut down and restarted once from its append-only file (``--fsync``, default always);
 - ``wipe``: Redis is killed and restarted once without its data, as a server without persistence restarts:
   the input stream, the index, the alerts, the dead letters and the consumer group are gone. The producer
-  pushes in two phases around it: the first ``--wipe-at`` of the pairs, then (after the wipe, which comes
-  once ``--wipe-when`` of the first phase is processed, the rest still in flight) the others. The entries
-  pushed before the wipe are counted apart as *wiped* and not checked; everything pushed after it is.
+  pushes in two phases around it: the first ``--wipe-at`` of the pairs, then (after the wipe) the others.
+  The wipe comes once ``--wipe-when`` of the first phase is processed: the producer then stops the daemons
+  (SIGSTOP), pushes the rest of the first phase and the wipe takes it unprocessed, whatever the daemons'
+  speed; they go on (SIGCONT) with Redis restarted. The entries pushed before the wipe are counted apart as
+  *wiped* and not checked; everything pushed after it is. The other faults come at shares of the documents
+  that can be processed (those the wipe takes unprocessed left out).
   The daemons must recreate the consumer group and say so in their log (``history before the restart
   is gone``);
 - ``busy``: another client runs a Lua script that spins ``--busy-s`` (1.5) seconds with
@@ -306,6 +309,22 @@ def adversarial(n_malformed: int, n_huge: int, n_odd: int, seed: int, lim: Limit
     return items
 
 
+def held_items(first: list[Item], mark: float) -> int:
+    """How many items of the first phase ``first`` come after the one that brings its valid documents to
+    ``mark`` (the wipe's share): pushed while the daemons are held, they are unprocessed at the wipe. 0
+    when none is left.
+
+    >>> held_items([Item("a", "pair", None), Item("x", "bad", "bad_json"), Item("b", "pair", None)], 1)
+    2
+    """
+    valid = 0
+    for i, item in enumerate(first):
+        valid += item.code is None
+        if valid >= mark:
+            return len(first) - i - 1
+    return 0
+
+
 def interleave(items: list[Item], extra: list[Item], start: int, seed: int) -> list[Item]:
     """``extra`` inserted at random places of ``items`` at or after position ``start``."""
     rng = random.Random(seed)
@@ -420,6 +439,9 @@ class Soak:
         self.processed_before_wipe = 0
         self.valid_before_wipe = 0  # valid documents pushed before the wipe
         self.wipe_unprocessed = 0  # of which not yet processed when it came
+        self.held = 0  # items pushed while the daemons are held (the rest of the first phase): 0 = none
+        self.wipe_mark = 1.0  # valid documents processed when the wipe comes
+        self.frozen = False  # the daemons are stopped (SIGSTOP) until the wipe
         self.started = time.monotonic()
         self.collector: Collector | None = None
 
@@ -486,6 +508,7 @@ class Soak:
             time.sleep(1.0)
             self.start_redis()
             self.collector.restart_from_scratch()
+            self.release_daemons()
             self.epoch = 1
             wiped = self.pushed.upto
             self.note(
@@ -569,14 +592,19 @@ class Soak:
         client = redis.Redis(port=self.port)
         chunk = 1000
         start = 0
+        hold = gate - self.held if gate is not None and self.held else None
         while start < len(items):
             end = min(start + chunk, len(items))
-            if gate is not None and start < gate < end:
-                end = gate
+            for cut in (hold, gate):
+                if cut is not None and start < cut < end:
+                    end = cut
+            if start == hold and not self.wiped.is_set():
+                self.hold_daemons()
             if gate is not None and start == gate and not self.wiped.is_set():
                 self.at_gate.set()
                 self.wiped.wait()
-            self.wait_for_room(client)
+            if not self.frozen:
+                self.wait_for_room(client)
             part = items[start:end]
             while True:
                 with self.push_lock:
@@ -595,6 +623,26 @@ class Soak:
             start = end
         self.pushed_all.set()
 
+    def hold_daemons(self) -> None:
+        """Once the wipe's share of the first phase is processed, stop the daemons (SIGSTOP) until the wipe,
+        so that the rest of the first phase is pushed and still unprocessed when Redis loses it, however fast
+        the daemons are (the watcher reacts in tens of milliseconds: time enough for them to finish it)."""
+        while self.progress() < self.wipe_mark and not self.wiped.is_set():
+            time.sleep(0.01)
+        with self.push_lock:
+            for _, proc in self.consumers.values():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGSTOP)
+            self.frozen = True
+
+    def release_daemons(self) -> None:
+        """Let the daemons stopped by :meth:`hold_daemons` go on (SIGCONT)."""
+        if self.frozen:
+            for _, proc in self.consumers.values():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGCONT)
+            self.frozen = False
+
     def wait_for_room(self, client: redis.Redis) -> None:
         """Backpressure: at most max_lag unread entries."""
         while True:
@@ -608,7 +656,8 @@ class Soak:
 
     # ----- run -----
     def schedule(self, n_valid: int, valid_before_wipe: int) -> list[tuple[float, str]]:
-        """(valid documents processed, fault) in order. The first soak's draws come first, unchanged."""
+        """(valid documents processed, fault) in order, of ``n_valid`` that can be processed. The first
+        soak's draws come first, unchanged."""
         a = self.args
         marks = sorted(self.rng.uniform(0.05, 0.95) for _ in range(a.kills))
         aof = self.rng.uniform(0.35, 0.65)
@@ -616,7 +665,7 @@ class Soak:
         if "aof" in self.faults:
             events.append((aof * n_valid, "aof"))
         if "wipe" in self.faults:  # while part of the first phase is still in flight
-            events.append((max(1.0, a.wipe_when * valid_before_wipe), "wipe"))
+            events.append((self.wipe_mark, "wipe"))
         busy = self.rng_new.uniform(0.7, 0.85)
         if "busy" in self.faults:
             events.append((busy * n_valid, "busy"))
@@ -642,6 +691,8 @@ class Soak:
             items = interleave(items, extra, gate or 0, a.seed + 14)
         n_valid = sum(1 for it in items if it.code is None)
         valid_before = self.valid_before_wipe = sum(1 for it in items[: gate or 0] if it.code is None)
+        self.wipe_mark = max(1.0, a.wipe_when * valid_before)
+        self.held = held_items(items[: gate or 0], self.wipe_mark)
         print(
             f"soak: {len(items)} entries ({n_valid} valid documents, {len(expected)} duplicate pairs, "
             f"{len(items) - n_valid} malformed), {a.consumers} consumers, faults {','.join(a.faults) or 'none'}; "
@@ -657,7 +708,10 @@ class Soak:
             self.start_consumer(i, f"c{i}")
         producer = threading.Thread(target=self.produce, args=(items, gate), daemon=True)
         producer.start()
-        events = self.schedule(n_valid, valid_before)
+        held_valid = (
+            sum(1 for it in items[(gate or 0) - self.held : gate or 0] if it.code is None) if self.held else 0
+        )
+        events = self.schedule(n_valid - held_valid, valid_before)  # the held ones go with the wipe
         self.note("start", f"schedule: {[(what, int(m)) for m, what in events]}")
         drained = self.drive(events, len(items))
         elapsed = time.monotonic() - self.started
