@@ -66,10 +66,8 @@ def ranked_many(reads: Mapping[int, tuple[npt.NDArray[np.uint32], int]]) -> dict
     starts = np.flatnonzero(np.diff(who, prepend=-1)).tolist()
     listed = ids_u.tolist()
     out: dict[int, list[int]] = {k: [] for k in keys}
-    for owner, a, b in zip(
-        who[starts].tolist(), starts, [*starts[1:], len(listed)][: len(starts)], strict=True
-    ):
-        out[keys[owner]] = listed[a:b]
+    for at, a, b in zip(who[starts].tolist(), starts, [*starts[1:], len(listed)], strict=False):  # none: []
+        out[keys[at]] = listed[a:b]
     return out
 
 

@@ -58,7 +58,7 @@ class Verification:
         """Take in the verification of more candidates of the same (or other) keys."""
         for k, found in other.matches.items():
             merged = {m[2]: m for m in [*self.matches.get(k, ()), *found]}  # a candidate verified twice once
-            self.matches[k] = sorted(merged.values(), key=lambda m: (-m[1], m[0]))
+            self.matches[k] = matches_of(list(merged.values()), 0.0)  # all verified: best first
         self.fingerprints.update(other.fingerprints)
         for k, picked in other.candidates.items():
             self.candidates[k] = self.candidates.get(k, set()) | picked
