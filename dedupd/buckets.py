@@ -121,9 +121,12 @@ class Hits:
             return parts[0]
         index: dict[str, int] = {}
         keys = []
-        for p in parts:
-            local = np.array([index.setdefault(name, len(index)) for name in p.names], dtype=np.int64)
-            keys.append(local[p.key])
+        for p in parts:  # only the names some hit uses (a call's ops name thousands of bucket hashes)
+            used, inverse = np.unique(p.key, return_inverse=True)
+            local = np.array(
+                [index.setdefault(p.names[u], len(index)) for u in used.tolist()], dtype=np.int64
+            )
+            keys.append(local[inverse])
         return Hits(
             list(index),
             np.concatenate([np.zeros(0, np.int64), *keys]),

@@ -92,13 +92,14 @@ def verify_reads(
 def choose_candidates(
     gw: Gateway, reads: Mapping[int, tuple[Packed, int]]
 ) -> tuple[dict[int, list[int]], dict[int, int], dict[int, set[int]]]:
-    """The distinct ids read by each key (ranked: bounds.ranked_many), the cluster roots of those of the
-    keys with more than ``VERIFIED_PER_CLUSTER`` (one lookup), and the candidates to verify by key
-    (bounds.pick_candidates)."""
+    """The distinct ids read by each key (ranked: bounds.ranked_many), the cluster roots of all of them when
+    a key read more than ``VERIFIED_PER_CLUSTER`` (one lookup; the alerts' unions need most of them after),
+    and the candidates to verify by key (bounds.pick_candidates)."""
     limit = gw.bounds.max_candidates
     ranks = ranked_many(reads)
     few = min(limit, VERIFIED_PER_CLUSTER)
-    distinct = list(dict.fromkeys(n for ids in ranks.values() if len(ids) > few for n in ids))
+    crowded = any(len(ids) > few for ids in ranks.values())  # then every id read (one lookup serves all)
+    distinct = list(dict.fromkeys(n for ids in ranks.values() for n in ids)) if crowded else []
     root_of = dict(zip(distinct, gw.roots(distinct), strict=True))
     out: dict[int, set[int]] = {}
     for k, ids in ranks.items():

@@ -642,7 +642,14 @@ class Processor:
         for n in read | {s.num for s in run.steps if s.writes}:
             if (r := final.get(root_of.get(n, n))) is not None and r in known:
                 known[r].append(n)
-        members = [np.array(known[int(r)], dtype="<u4").tobytes() for r in roots.tolist()]
+        # a cluster of KEPT_PER_CLUSTER known members or fewer has nothing to evict anywhere
+        crowded = np.array([len(known[int(r)]) > KEPT_PER_CLUSTER for r in roots.tolist()], dtype=bool)
+        if not crowded.any():
+            return _NO_EVICTIONS
+        keep = np.flatnonzero(crowded[cluster])
+        used, cluster = np.unique(cluster[keep], return_inverse=True)
+        sel, at = sel[keep], at[keep]
+        members = [np.array(known[int(roots[u])], dtype="<u4").tobytes() for u in used.tolist()]
         return Evictions(hits.names, hits.key[sel], hits.field[sel], cluster, nums[at], members)
 
     def _replies(self, pipe: ScriptPipeline, queries: list[Entry], matches: dict[str, list[Found]]) -> None:
