@@ -310,8 +310,9 @@ class Gateway:
         """Queue lua.EVICT for the rows of ``ev`` (one call, or one per slot on a Redis Cluster)."""
         if not ev.key.size:
             return
-        slot_of = np.array([self._keyslot(n) for n in ev.names] if self.cluster else [0] * len(ev.names))
-        slots = slot_of[ev.key]
+        named, inverse = np.unique(ev.key, return_inverse=True)  # the names rows use (of a chunk's thousands)
+        slot_of = [self._keyslot(ev.names[k]) for k in named.tolist()] if self.cluster else [0] * named.size
+        slots = np.array(slot_of, dtype=np.int64)[inverse]
         for slot in np.unique(slots).tolist():
             sel = np.flatnonzero(slots == slot)
             used, local = np.unique(ev.key[sel], return_inverse=True)
