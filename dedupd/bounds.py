@@ -31,6 +31,7 @@ from dedupd.lsh import column_bands
 
 Found = tuple[str, float, int]  # a verified match: (document id, similarity, integer id)
 KEPT_PER_CLUSTER = 2  # members of one cluster a bucket keeps (the newest): one can be deleted, one stays
+FRESH_PER_CALL = 2  # new members a bucket takes in one BUCKETS call; the others once verified (lua.EVICT)
 VERIFIED_PER_CLUSTER = 5  # candidates of one cluster verified at first (the best-ranked)
 BATCH_NEIGHBOURS = 1  # per band, the nearest earlier documents of its batch with its hash a document sees
 

@@ -99,19 +99,28 @@ def bucket_ops(
 @dataclass(frozen=True, slots=True)
 class Hits:
     """The buckets a batch's writes joined that were there already (lua.BUCKETS), where a write may crowd
-    its cluster (bounds.eviction_rows): per hit, its bucket (hash name and field) and its write's index."""
+    its cluster (bounds.eviction_rows): per hit, its bucket (hash name and field), its write's index, and
+    whether the bucket refused the document (it had taken its new members of the call: lua.EVICT puts the
+    document in, or not, once the batch is verified)."""
 
     names: list[str]  # distinct bucket hash names
     key: npt.NDArray[np.int64]  # per hit: index into names
     field: npt.NDArray[np.uint32]  # per hit: the bucket's field
     write: npt.NDArray[np.int64]  # per hit: the index of its write in the batch
+    refused: npt.NDArray[np.bool_]  # per hit: the document is not in the bucket (yet)
+
+    def __getitem__(self, sel: npt.NDArray[np.int64]) -> Hits:
+        """The hits ``sel`` (the same names)."""
+        return Hits(self.names, self.key[sel], self.field[sel], self.write[sel], self.refused[sel])
 
     @staticmethod
     def of(ops: BucketOps, rows: npt.NDArray[np.int64], positions: bytes, first_write: int) -> Hits:
-        """The hits one call reported: ``positions`` (uint32 LE, 1-based) among the call's ops ``rows``;
-        ``first_write`` is the batch index of the ops' first write."""
-        at = rows[np.frombuffer(positions, dtype="<u4").astype(np.int64) - 1]
-        return Hits(ops.names, ops.name_of[at], ops.fields[at], ops.docs[at] + first_write)
+        """The hits one call reported: ``positions`` (uint32 LE, 1-based; the top bit set for a refused
+        document) among the call's ops ``rows``; ``first_write`` is the batch index of the ops' first write."""
+        raw = np.frombuffer(positions, dtype="<u4").astype(np.int64)
+        at = rows[(raw & _POSITION) - 1]
+        refused = (raw & _REFUSED) != 0
+        return Hits(ops.names, ops.name_of[at], ops.fields[at], ops.docs[at] + first_write, refused)
 
     @staticmethod
     def join(parts: Sequence[Hits]) -> Hits:
@@ -132,6 +141,7 @@ class Hits:
             np.concatenate([np.zeros(0, np.int64), *keys]),
             np.concatenate([np.zeros(0, np.uint32), *(p.field for p in parts)]),
             np.concatenate([np.zeros(0, np.int64), *(p.write for p in parts)]),
+            np.concatenate([np.zeros(0, np.bool_), *(p.refused for p in parts)]),
         )
 
 
@@ -148,7 +158,11 @@ class Evictions:
     members: list[bytes]  # per cluster: the integer ids known to be in it (uint32 LE)
 
 
-NO_HITS = Hits([], np.zeros(0, np.int64), np.zeros(0, np.uint32), np.zeros(0, np.int64))
+NO_HITS = Hits(
+    [], np.zeros(0, np.int64), np.zeros(0, np.uint32), np.zeros(0, np.int64), np.zeros(0, np.bool_)
+)
+_REFUSED = 1 << 31  # a hit's position with this bit: the bucket refused the document (lua.BUCKETS)
+_POSITION = _REFUSED - 1
 
 
 NamesOf = Callable[[npt.NDArray[np.int64], npt.NDArray[np.int64]], list[str]]  # (bands, shards) -> key names
@@ -186,9 +200,15 @@ class SingleEncoding:
     with_checks = True
 
     def calls(
-        self, ops: BucketOps, writes: Sequence[DocWrite], record_key: Callable[[int], str], full: int
+        self,
+        ops: BucketOps,
+        writes: Sequence[DocWrite],
+        record_key: Callable[[int], str],
+        full: int,
+        fresh: int,
     ) -> list[BucketCall]:
-        """The call of the batch; a bucket of ``full`` members takes no more."""
+        """The call of the batch; a bucket of ``full`` members takes no more, nor more than ``fresh`` new
+        ones (0: no such bound)."""
         checks = [w for w in writes if w.expected is not None]
         ends = np.zeros(len(ops.names) + 1, dtype="<u4")
         np.cumsum([len(name) for name in ops.names], out=ends[1:])
@@ -202,6 +222,7 @@ class SingleEncoding:
             ends.tobytes(),
             str(full),
             str(KEPT_PER_CLUSTER),
+            str(fresh),
         ]
         for w in checks:
             args += [w.expected or "", w.record or b""]
@@ -219,9 +240,15 @@ class ClusterEncoding:
         self._slots: dict[str, int] = {}  # bucket hash name -> slot
 
     def calls(
-        self, ops: BucketOps, writes: Sequence[DocWrite], record_key: Callable[[int], str], full: int
+        self,
+        ops: BucketOps,
+        writes: Sequence[DocWrite],
+        record_key: Callable[[int], str],
+        full: int,
+        fresh: int,
     ) -> list[BucketCall]:
-        """One call per slot; a bucket of ``full`` members takes no more."""
+        """One call per slot; a bucket of ``full`` members takes no more, nor more than ``fresh`` new ones
+        per call (0: no such bound)."""
         for name in ops.names:
             if name not in self._slots:
                 self._slots[name] = self._keyslot(name)
@@ -250,6 +277,7 @@ class ClusterEncoding:
                         b"",
                         str(full),
                         str(KEPT_PER_CLUSTER),
+                        str(fresh),
                     ],
                     sel.astype(np.int64),
                 )

@@ -13,6 +13,12 @@ not yet claimed from a dead one) is *deferred*: kept in memory, unacknowledged, 
 until the older one is applied (see planner.py). A daemon holding ``batch_size`` deferred entries reads
 nothing new until some are done. During a rebuild's switch the daemons pause (see generations.py).
 
+Overlap (``overlap_batches``, on by default): a batch's second half (verification, unions, alerts, evictions,
+its acknowledgement; processor.py's ``finish``) runs in a second thread (worker.py) while the main thread reads,
+fingerprints and indexes the next batch (``start``). At most one batch is in that second half; a batch sharing
+a document with it, a claimed or recovered entry, waiting entries, a rebuild's switch or pause, and a stop all
+wait for it first. Off with ``wait_replicas`` (WAIT covers one connection's writes) and on a Redis Cluster.
+
 Bounded memory: the entries a daemon holds (a read, and the deferred ones) are at most ``batch_max_bytes``
 (stream.py reads bounded in bytes; an entry larger than ``max_entry_bytes`` arrives cut short and is
 dead-lettered). On a clean exit the daemon leaves the consumer group when it holds no pending entry; the
@@ -29,6 +35,8 @@ import signal
 import threading
 import time
 from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass
 from types import FrameType
 
 import redis
@@ -48,10 +56,11 @@ from dedupd.keys import GROUP, Heartbeat, Keys
 from dedupd.metrics import Metrics
 from dedupd.monitor import group_state
 from dedupd.planner import sid
-from dedupd.processor import BatchResult, Processor, RawEntry
+from dedupd.processor import BatchResult, Processor, RawEntry, Started
 from dedupd.settings import Settings
 from dedupd.spec import IndexSpec
 from dedupd.stream import ConsumerStream, ensure_group
+from dedupd.worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +120,19 @@ def tune_gc() -> None:
     gc.set_threshold(GC_YOUNG, 20, 20)
 
 
+@dataclass(frozen=True, slots=True)
+class InHand:
+    """A batch being finished by the worker: its entries, their document ids, its outcome, whether its
+    evictions are written, when it started and its size in bytes."""
+
+    batch: list[RawEntry]
+    docs: frozenset[bytes]
+    future: Future[BatchResult]
+    evicted: threading.Event  # set once its evictions are written (or it ended without)
+    started: float
+    size: int
+
+
 class Daemon:
     """One consumer of the group."""
 
@@ -141,6 +163,8 @@ class Daemon:
         self._claimed: deque[str] = deque()  # claimed entry ids, read one at a time
         self._claim_cursor = "0-0"
         self.deferred: dict[str, RawEntry] = {}
+        self.in_hand: InHand | None = None  # the batch the worker finishes (overlap)
+        self._worker = Worker(f"dedupd-finish-{self.consumer}")
         self.paused_for: int | None = None
         self.poll, self.beat = Every(_POLL_S), Every(max(1.0, settings.heartbeat_ttl_s / 3))
         self.claim, self.trim = Every(settings.claim_idle_ms / 2000), Every(_TRIM_EVERY_S)
@@ -161,6 +185,12 @@ class Daemon:
             bounds=self.settings.bounds(),
         )
         self.processor = Processor(self.gateway, self.settings, inflight=self.stream.inflight)
+
+    @property
+    def overlaps(self) -> bool:
+        """Whether :meth:`run` finishes a batch while it starts the next (see the module docstring)."""
+        s = self.settings
+        return s.overlap_batches and not s.wait_replicas and not self.gateway.cluster
 
     # ----- lifecycle -----
     def install_signal_handlers(self) -> None:
@@ -213,7 +243,7 @@ class Daemon:
         delay, since = 0.1, 0.0
         while not self.stopping.is_set():
             try:
-                self.iteration()
+                self.iteration(overlap=self.overlaps)
             except Exception as exc:
                 self._exit_if_asked()
                 if not is_transient(exc):
@@ -236,13 +266,31 @@ class Daemon:
             if since:
                 log.info("Redis answers again after %.1fs; going on", time.monotonic() - since)
             delay, since = 0.1, 0.0
+        self._drain()
         self._farewell()
         self.metrics.close()
         log.info("stopped: %s", self.totals)
         return 0
 
+    def _drain(self) -> None:
+        """Finish the batch in hand, if any; a Redis error leaves its entries pending (done again later)."""
+        try:
+            self.settle()
+        except Exception as exc:
+            self._exit_if_asked()
+            if not is_transient(exc):
+                raise
+            log.warning("the last batch could not be finished (%s); its entries stay pending", exc)
+
     def _recover_after_error(self, exc: BaseException) -> None:
         """After a Redis error: read our own pending entries again; recreate a lost consumer group."""
+        try:  # the batch in hand first: its entries are read again with ours unless it ends now
+            self.settle()
+        except Exception as again:
+            self._exit_if_asked()
+            if not _not_the_entry(again):
+                raise
+            log.debug("the batch in hand failed too (%s)", again)
         self._recover_from = "0-0"
         if "NOGROUP" not in str(exc):
             return
@@ -286,9 +334,13 @@ class Daemon:
                 )
 
     # ----- one iteration -----
-    def iteration(self) -> BatchResult | None:
+    def iteration(self, overlap: bool = False) -> BatchResult | None:
         """Follow the generations, heartbeat, then read or claim one batch (with the deferred entries) and
-        process it. Returns None when there was nothing to do."""
+        process it. Returns None when there was nothing to do.
+
+        With ``overlap``, a batch read new is started here and finished by the worker while the next call
+        starts the next one (see the module docstring); a call returns what the batch it saw finished did (an
+        empty result when none finished), and the call that reads nothing finishes the batch in hand."""
         if self.poll.due():
             self._follow()
         if self.beat.due():
@@ -301,18 +353,91 @@ class Daemon:
             return None
         self._tend_deferred()
         batch, deliveries = self._next_batch()
+        overlapping = bool(overlap and batch and deliveries is None and not self.deferred)
+        overlapping = overlapping and not self._shares_documents(batch)
+        settled = None if overlapping else self.settle()  # its waiting entries join this batch
         if self.deferred:
             batch = sorted(
                 [*self.deferred.values(), *(e for e in batch if e[0] not in self.deferred)],
                 key=lambda e: sid(e[0]),
             )
-        result = self.handle(batch, deliveries) if batch else None
+        if overlapping:
+            result = self._overlap(batch)
+        elif batch:
+            result = self.handle(batch, deliveries)
+        else:
+            result = settled
         if self.settings.docs_retention_s is not None and self.trim.due():
             self.stream.trim(self.settings.docs_retention_s)
         if self.prune_seen.due():
             self._prune_seen()
             self._bound_outputs()
+        if overlapping and result is None:
+            return BatchResult()
         return result if result is None or result.ack or result.processed or result.dead else None
+
+    def _shares_documents(self, batch: list[RawEntry]) -> bool:
+        """Whether the batch has an entry of a document of the batch in hand."""
+        if self.in_hand is None:
+            return False
+        return any((doc := self.stream.doc_field(fields)) and doc in self.in_hand.docs for _, fields in batch)
+
+    def _overlap(self, batch: list[RawEntry]) -> BatchResult | None:
+        """Start a batch (processor.start), settle the one in hand, and hand this one to the worker to
+        finish and acknowledge; returns what the settled one did."""
+        started = time.monotonic()
+        try:
+            first = self.processor.start(batch, None, self._wait_evictions)
+        except Exception as exc:
+            self._exit_if_asked()
+            if _not_the_entry(exc):
+                raise
+            log.exception("batch of %d entries failed; retrying them one by one", len(batch))
+            self.settle()
+            return self._book(batch, self._one_by_one(batch, None), started)
+        settled = self.settle()
+        if (
+            not first.single
+        ):  # its later runs are indexed in finish(): in this thread, not beside the next batch
+            return self._book(batch, self._finish(first, batch), started)
+        evicted = threading.Event()
+        processor = self.processor  # the generation the batch started on, whatever comes next
+        job = self._worker.submit(lambda: self._finish_and_ack(processor, first, batch, evicted))
+        docs = frozenset(doc for _, fields in batch if (doc := self.stream.doc_field(fields)))
+        self.in_hand = InHand(batch, docs, job, evicted, started, sum(entry_bytes(f) for _, f in batch))
+        return settled
+
+    def _wait_evictions(self) -> None:
+        """Before a batch writes its buckets: wait until the batch in hand has written its evictions (the
+        buckets are then read as one batch at a time reads them: a flood's copies read two per cluster)."""
+        if self.in_hand is not None:
+            self.in_hand.evicted.wait()
+
+    def _finish_and_ack(
+        self, processor: Processor, first: Started, batch: list[RawEntry], evicted: threading.Event
+    ) -> BatchResult:
+        """The worker's job: finish the batch and acknowledge it."""
+        try:
+            result = processor.finish(first, evicted.set)
+        finally:
+            evicted.set()
+        self._ack(batch, result)
+        return result
+
+    def settle(self) -> BatchResult | None:
+        """Wait for the batch in hand (if any) to be finished and account for it; a batch whose finishing
+        failed on its entries is done again entry by entry. Returns what it did."""
+        hand, self.in_hand = self.in_hand, None
+        if hand is None:
+            return None
+        try:
+            return self._book(hand.batch, hand.future.result(), hand.started, acked=True)
+        except Exception as exc:
+            self._exit_if_asked()
+            if _not_the_entry(exc):
+                raise
+            log.exception("batch of %d entries failed; retrying them one by one", len(hand.batch))
+            return self._book(hand.batch, self._one_by_one(hand.batch, None), hand.started)
 
     def handle(self, batch: list[RawEntry], deliveries: dict[str, int] | None) -> BatchResult:
         """Process and acknowledge one batch; a batch that fails is retried entry by entry."""
@@ -325,11 +450,32 @@ class Daemon:
                 raise
             log.exception("batch of %d entries failed; retrying them one by one", len(batch))
             result = self._one_by_one(batch, deliveries)
-        self._keep_deferred(batch, result)
-        if self.settings.wait_replicas and result.ack:
-            wait_for_replicas(self.client, self.settings.wait_replicas, self.settings.wait_timeout_ms)
+        return self._book(batch, result, started)
+
+    def _finish(self, first: Started, batch: list[RawEntry]) -> BatchResult:
+        """processor.finish, in this thread; a batch that fails is retried entry by entry."""
+        try:
+            return self.processor.finish(first)
+        except Exception as exc:
+            self._exit_if_asked()
+            if _not_the_entry(exc):
+                raise
+            log.exception("batch of %d entries failed; retrying them one by one", len(batch))
+            return self._one_by_one(batch, None)
+
+    def _ack(self, batch: list[RawEntry], result: BatchResult) -> None:
         raw = dict(batch)
         self.stream.ack([(entry_id, raw[entry_id]) for entry_id in result.ack])
+
+    def _book(
+        self, batch: list[RawEntry], result: BatchResult, started: float, acked: bool = False
+    ) -> BatchResult:
+        """Keep the batch's waiting entries, acknowledge the others (unless ``acked``), count."""
+        self._keep_deferred(batch, result)
+        if not acked:
+            if self.settings.wait_replicas and result.ack:
+                wait_for_replicas(self.client, self.settings.wait_replicas, self.settings.wait_timeout_ms)
+            self._ack(batch, result)
         for name, value in (
             ("processed", result.processed),
             ("alerts", len(result.alerts)),
@@ -401,8 +547,12 @@ class Daemon:
             )
 
     def _follow(self) -> None:
-        """Follow a rebuild: switch to a new serving generation, and pause while a switch asks for it."""
+        """Follow a rebuild: switch to a new serving generation, and pause while a switch asks for it (the
+        batch in hand is finished first, on the generation it started on)."""
         poll = self.generations.poll()
+        switching = poll.spec is not None and poll.gen != self.gateway.generation
+        if switching or poll.paused_for != self.paused_for:
+            self.settle()
         if poll.spec is not None and poll.gen != self.gateway.generation:
             log.info(
                 "the index was rebuilt (generation %d: %s, bands=%d x rows=%d, threshold %.2f); following it",
@@ -505,8 +655,9 @@ class Daemon:
                 )
 
     def held_bytes(self) -> int:
-        """The size of the deferred entries this daemon holds."""
-        return sum(entry_bytes(fields) for _, fields in self.deferred.values())
+        """The size of the entries this daemon holds: the deferred ones and the batch in hand."""
+        waiting = sum(entry_bytes(fields) for _, fields in self.deferred.values())
+        return waiting + (self.in_hand.size if self.in_hand is not None else 0)
 
     def _log_progress(self) -> None:
         """One INFO line: totals, the rate since the last line, deferred entries, the group's lag."""

@@ -25,7 +25,7 @@ import numpy.typing as npt
 from redis.cluster import RedisCluster
 
 from dedupd import lua, unionfind
-from dedupd.bounds import KEPT_PER_CLUSTER, Bounds
+from dedupd.bounds import FRESH_PER_CALL, KEPT_PER_CLUSTER, Bounds
 from dedupd.buckets import (
     BucketOps,
     ClusterEncoding,
@@ -261,13 +261,16 @@ class Gateway:
         of_sent = np.full(len(sent), -1, dtype=np.int64)
         of_sent[at] = np.arange(len(at))
         write = of_sent[hits.write]  # a leave-only write of leftovers joins nothing: no hit is one
-        return out, Hits(hits.names, hits.key, hits.field, write)
+        return out, Hits(hits.names, hits.key, hits.field, write, hits.refused)
 
     def _write_buckets(self, writes: Sequence[DocWrite]) -> tuple[list[Packed | None], Hits]:
         """The bucket calls of the writes (with their record checks on a single Redis), in chunks of
         APPLY_CHUNK documents, in one pipelined exchange; per write what it read, None when its record had
         changed; and the buckets joined that were there already."""
         full = self.bounds.bucket_members
+        # a serving bucket takes FRESH_PER_CALL new members a call, the others once the batch is verified
+        # (lua.EVICT); a generation being built (no EVICT) takes every member up to ``full``
+        fresh = FRESH_PER_CALL if self.serving else 0
         pipe = ScriptPipeline(self.client)
         spans: list[tuple[int, BucketOps | None, list[npt.NDArray[np.int64]]]] = []  # per chunk
         for lo in range(0, len(writes), APPLY_CHUNK):  # one script call's run time bounded by a chunk's
@@ -280,7 +283,7 @@ class Gateway:
                 self._names,
                 self.encoding.with_checks,
             )
-            calls = self.encoding.calls(ops, part, self.record_key, full) if ops is not None else []
+            calls = self.encoding.calls(ops, part, self.record_key, full, fresh) if ops is not None else []
             for keys, args, _ in calls:
                 pipe.script(self._buckets, keys, args)
             spans.append((len(part), ops, [rows for _, _, rows in calls]))

@@ -160,7 +160,11 @@ end
 # collide in that band, and the document is found through them).
 # ARGV[9]: the members of one cluster a bucket keeps (bounds.KEPT_PER_CLUSTER): a join of a bucket that held
 # as many already is a hit (it may crowd its cluster; see the reply).
-# ARGV[10], ARGV[11], ...: per CHECK* op, the input entry id the record was read with ('' = no record) and
+# ARGV[10]: the most new members a bucket takes in this call ('0': no such bound); a JOIN beyond them is
+# refused, a hit marked so: once the batch is verified lua.EVICT puts the document in (it is the newest of
+# its cluster there, or it has no cluster) or not (the bucket keeps newer ones of its cluster). A batch of
+# copies thus adds a few members to their crowded buckets, not one each until they are full.
+# ARGV[11], ARGV[12], ...: per CHECK* op, the input entry id the record was read with ('' = no record) and
 # the new record ('' for CHECK_DELETE/CHECK).
 # A JOIN reads the members the bucket had before this call: the documents of the batch see each other in
 # the batch itself (processor: the nearest earlier ones with a band hash in common), so that a batch of
@@ -169,8 +173,9 @@ end
 # bucket any more (evicted: lua.EVICT) the members with a smaller integer id (created before it).
 # Returns one string per END: the packed ids found in the buckets that document joined (before it), or
 # '!' when its record had changed since it was read (nothing of that document was written); then one more
-# string: the positions (uint32 LE, 1-based among the call's JOIN/REJOIN/LEAVE ops) of the hits: the joins
-# of a bucket that held ARGV[9] members or more (where the document may crowd its cluster: lua.EVICT).
+# string: the positions (uint32 LE, 1-based among the call's JOIN/REJOIN/LEAVE ops; the top bit set for a
+# refused JOIN) of the hits: the joins of a bucket that held ARGV[9] members or more (where the document may
+# crowd its cluster: lua.EVICT).
 # Each bucket holds at most ARGV[8] members, so a call's work is bounded by its ops, whatever the size of
 # a cluster.
 BUCKETS = (
@@ -179,6 +184,8 @@ BUCKETS = (
     + f"""
 local ops, kidx, fields, ids, ckidx = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local blob, ends, full, crowd = ARGV[6], ARGV[7], 4 * tonumber(ARGV[8]), 4 * tonumber(ARGV[9])
+local fresh = 4 * tonumber(ARGV[10])
+local REFUSED = 2147483648
 local unpack4, pack4, sub, byte, call = struct.unpack, struct.pack, string.sub, string.byte, redis.call
 local named = ends ~= ''
 local JOIN, REJOIN, LEAVE, END = {_byte(Op.JOIN)}, {_byte(Op.REJOIN)}, {_byte(Op.LEAVE)}, {_byte(Op.END)}
@@ -207,17 +214,22 @@ for i = 1, #ops do
       if op ~= LEAVE then
         if call('HSETNX', key, field, id) == 0 then  -- the bucket exists: read it, join it
           local v = call('HGET', key, field)
-          if #v >= crowd then hits[#hits + 1] = pack4('<I4', j) end
           local at = find(v, id)
           local bucket = key .. field
           local old = before[bucket]  -- (a bucket this call made: its first member is read too)
           if not old then old = #v; before[bucket] = old end
+          local refused = not at and op == JOIN and #v < full and fresh > 0 and #v - old >= fresh
+          if refused then
+            hits[#hits + 1] = pack4('<I4', j + REFUSED)
+          elseif #v >= crowd then
+            hits[#hits + 1] = pack4('<I4', j)
+          end
           n_acc = n_acc + 1
           if at then  -- already in it: JOIN reads the others, REJOIN only the ones that joined before it
             acc[n_acc] = op == JOIN and (sub(v, 1, at - 1) .. sub(v, at + 4)) or sub(v, 1, at - 1)
           elseif op == JOIN then  -- the members of this call's batch it sees in the batch itself
             acc[n_acc] = sub(v, 1, old)
-            if #v < full then call('HSET', key, field, v .. id) end
+            if #v < full and not refused then call('HSET', key, field, v .. id) end
           else  -- REJOIN of a document no longer in it (a newer one evicted it): only the older ids
             local own, older = unpack4('<I4', id), {{}}
             for p = 1, #v, 4 do
@@ -248,7 +260,7 @@ for i = 1, #ops do
     id = nil
   else
     local key = KEYS[unpack4('<I4', ckidx, 4 * c + 1)]
-    local expected, record = ARGV[10 + 2 * c], ARGV[11 + 2 * c]
+    local expected, record = ARGV[11 + 2 * c], ARGV[12 + 2 * c]
     c = c + 1
     if entry_of(call('GET', key)) ~= expected then
       skip = true
@@ -295,7 +307,9 @@ return 1
 """
 )
 
-# Older members of a cluster leave a bucket to newer ones (bounds.eviction_rows).
+# Older members of a cluster leave a bucket to newer ones (bounds.eviction_rows), and documents the bucket
+# refused (lua.BUCKETS) are put in when they are among the newest of their cluster (a document without
+# a cluster: its own, of one member).
 # KEYS: bucket hashes.  Per row (one per bucket, cluster and document of the batch that joined it):
 # ARGV[1]: its bucket hash's index in KEYS (uint32 LE, 1-based); ARGV[2]: the field (4 bytes); ARGV[3]: the
 # cluster's index g (uint32 LE, 1-based); ARGV[4]: the document (4 bytes). ARGV[5]: the members of a
@@ -330,20 +344,21 @@ local function settle(key, field, s, held)
   for _, m in ipairs(held) do
     if not seen[m] then known[#known + 1] = m; seen[m] = true end
   end
-  if #known <= keep then return end
-  local num = {}
-  for _, m in ipairs(known) do num[m] = unpack4('<I4', m) end
-  table.sort(known, function(a, b) return num[a] > num[b] end)
-  local kept, out, present = {}, {}, {}
-  for i = 1, keep do kept[known[i]] = true end
+  if #known > keep then
+    local num = {}
+    for _, m in ipairs(known) do num[m] = unpack4('<I4', m) end
+    table.sort(known, function(a, b) return num[a] > num[b] end)
+  end
+  local kept, out, present, changed = {}, {}, {}, false
+  for i = 1, math.min(keep, #known) do kept[known[i]] = true end
   for p = 1, #v, 4 do
     local m = sub(v, p, p + 3)
-    if seen[m] and not kept[m] then n = n + 1 else out[#out + 1] = m; present[m] = true end
+    if seen[m] and not kept[m] then n = n + 1; changed = true else out[#out + 1] = m; present[m] = true end
   end
-  for i = 1, keep do
-    if not present[known[i]] and 4 * #out < full then out[#out + 1] = known[i] end
+  for i = 1, math.min(keep, #known) do
+    if not present[known[i]] and 4 * #out < full then out[#out + 1] = known[i]; changed = true end
   end
-  call('HSET', key, field, table.concat(out))
+  if changed then call('HSET', key, field, table.concat(out)) end
 end
 local key, field, group, held = nil, nil, nil, {}
 for at = 1, #fields, 4 do

@@ -195,6 +195,22 @@ class BatchResult:
         self.queries += other.queries
 
 
+@dataclass(frozen=True, slots=True)
+class Started:
+    """A batch after :meth:`Processor.start`: its entries, those to dead-letter, its runs of distinct documents
+    (in parts of at most ``batch_max_bytes``), and the first one's first attempt (written already)."""
+
+    raw: Sequence[RawEntry]
+    dead: list[DeadLetter]
+    parts: list[list[Entry]]
+    first: _Run | None
+
+    @property
+    def single(self) -> bool:
+        """Whether the batch is one run: :meth:`Processor.finish` then indexes nothing more."""
+        return len(self.parts) <= 1
+
+
 @dataclass(slots=True)
 class _Run:
     """The fingerprints and outcome of one run of steps."""
@@ -216,11 +232,18 @@ def _full_clusters(candidates: set[int] | frozenset[int], roots: dict[int, int])
     return {r for r, n in counts.items() if n >= VERIFIED_PER_CLUSTER}
 
 
+def _all_alert(hits: Hits, alerting: list[tuple[int, Step]]) -> bool:
+    """Whether every document a bucket refused (``hits``, by step index) alerts: each is found through
+    its cluster's other members until lua.EVICT puts it in (or keeps newer ones)."""
+    refused = np.unique(hits.write[hits.refused])
+    return not refused.size or bool(np.isin(refused, [i for i, _ in alerting]).all())
+
+
 def _by_step(hits: Hits, step_of: npt.NDArray[np.int64]) -> Hits:
     """``hits`` with each write's index replaced by its step's (``step_of``: by write); a write of Redis
     Cluster leftovers (-1) has none."""
-    keep = np.flatnonzero(hits.write >= 0)
-    return Hits(hits.names, hits.key[keep], hits.field[keep], step_of[hits.write[keep]])
+    kept = hits[np.flatnonzero(hits.write >= 0)]
+    return Hits(kept.names, kept.key, kept.field, step_of[kept.write], kept.refused)
 
 
 class Processor:
@@ -247,7 +270,18 @@ class Processor:
     # ----- entry point -----
     def process(self, raw: Sequence[RawEntry], deliveries: dict[str, int] | None = None) -> BatchResult:
         """Process raw entries; returns the entry ids to acknowledge, the deferred ones, and what happened."""
-        result = BatchResult()
+        return self.finish(self.start(raw, deliveries))
+
+    def start(
+        self,
+        raw: Sequence[RawEntry],
+        deliveries: dict[str, int] | None = None,
+        before_index: Callable[[], None] | None = None,
+    ) -> Started:
+        """The first half of :meth:`process`: validate the entries, then plan, fingerprint and index (records
+        and buckets written) the batch's first run of distinct documents. :meth:`finish` does the rest.
+        ``before_index`` is called just before the buckets are written (the daemon waits there for the last
+        batch's evictions: the buckets are read as they are after them)."""
         dead: list[DeadLetter] = []
         valid: list[Entry] = []
         for entry_id, fields in raw:
@@ -265,13 +299,24 @@ class Processor:
                 valid.append(self._parse(entry_id, fields))
             except InputError as exc:
                 dead.append(((entry_id, fields), exc.code, exc.detail))
-        fields_of = dict(raw)
         # a later run of a deferred entry's document is deferred by the planner; a run is fingerprinted in
         # parts of at most batch_max_bytes of (normalised) text
-        for run in unique_runs(valid):
-            for part in byte_runs(run, self.settings.batch_max_bytes):
-                refused = self._process_run(part, result)
-                dead += [((e, fields_of[e]), DOC_TOO_LARGE, detail) for e, detail in refused]
+        parts = [part for run in unique_runs(valid) for part in byte_runs(run, self.settings.batch_max_bytes)]
+        return Started(raw, dead, parts, self._apply(parts[0], before_index) if parts else None)
+
+    def finish(self, started: Started, evicted: Callable[[], None] | None = None) -> BatchResult:
+        """The second half of :meth:`process`: verify and write the outputs of the first run, process the
+        other runs, dead-letter, count; returns what the batch did (nothing of it is acknowledged here).
+        ``evicted`` is called once the first run's evictions are written, before its alerts."""
+        result = BatchResult()
+        raw, dead = started.raw, list(started.dead)
+        fields_of = dict(raw)
+        for at, part in enumerate(started.parts):
+            first = at == 0
+            refused = self._process_run(
+                part, result, started.first if first else None, evicted if first else None
+            )
+            dead += [((e, fields_of[e]), DOC_TOO_LARGE, detail) for e, detail in refused]
         if dead and self.emits:
             self.dead_letter(dead)
             result.dead = len(dead)
@@ -318,14 +363,21 @@ class Processor:
             log.warning("dead-lettered %s: %s (%s)", entry_id, code, detail)
 
     # ----- one run of entries with distinct document ids -----
-    def _process_run(self, entries: Sequence[Entry], result: BatchResult) -> list[tuple[str, str]]:
-        """Process a run; returns the (entry id, detail) of the entries whose document would have grown
-        beyond max_stored_bytes (not written: to be dead-lettered)."""
+    def _process_run(
+        self,
+        entries: Sequence[Entry],
+        result: BatchResult,
+        applied: _Run | None = None,
+        evicted: Callable[[], None] | None = None,
+    ) -> list[tuple[str, str]]:
+        """Process a run (``applied``: its first attempt's _apply, done already; ``evicted``: see
+        :meth:`finish`); returns the (entry id, detail) of the entries whose document would have grown beyond
+        max_stored_bytes (not written: to be dead-lettered)."""
         refused: list[tuple[str, str]] = []
         for attempt in range(1, _MAX_ATTEMPTS + 1):
             if not entries:
                 return refused
-            run = self._apply(entries)
+            run = applied if applied is not None and attempt == 1 else self._apply(entries)
             result.deferred += [s.entry.entry_id for s in run.steps if s.action is Action.DEFER]
             refused += [(run.steps[i].entry.entry_id, detail) for i, detail in run.refused.items()]
             done = [
@@ -334,7 +386,7 @@ class Processor:
                 if s.action is not Action.DEFER and (f is not None or not s.writes) and i not in run.refused
             ]
             if self.emits:
-                self._emit_outputs(run, done, self._verify(run), result)
+                self._emit_outputs(run, done, self._verify(run), result, evicted if attempt == 1 else None)
             result.processed += sum(1 for i in done if run.steps[i].action is not Action.QUERY)
             entries = [s.entry for s, f in zip(run.steps, run.found, strict=True) if s.writes and f is None]
             if entries:  # another consumer changed these documents first: nothing of ours was written
@@ -347,9 +399,10 @@ class Processor:
             raise ConcurrentUpdateError(f"{len(entries)} documents kept changing under concurrent updates")
         return refused
 
-    def _apply(self, entries: Sequence[Entry]) -> _Run:
-        """Plan the run, fingerprint what changes, write records and buckets (one exchange), and look the
-        queries up (read only, after the writes: a query sees the documents of its batch before it)."""
+    def _apply(self, entries: Sequence[Entry], before_index: Callable[[], None] | None = None) -> _Run:
+        """Plan the run, fingerprint what changes, write records and buckets (one exchange, after
+        ``before_index``), and look the queries up (read only, after the writes: a query sees the documents
+        of its batch before it)."""
         gw = self.gateway
         flights = self.inflight([e.doc_id for e in entries]) if self.inflight is not None else None
         states = gw.states(
@@ -377,6 +430,8 @@ class Processor:
                 writes.append(w)
                 at.append(i)
         found: list[Packed | None] = [NO_IDS] * len(steps)
+        if before_index is not None:
+            before_index()
         applied, hits = gw.apply(writes)
         for i, w, f in zip(at, writes, applied, strict=True):
             found[i] = f
@@ -547,10 +602,22 @@ class Processor:
             items = phrases(e.text)
         return None if items is None else ["items", json.dumps(items, ensure_ascii=False)]
 
-    def _emit_outputs(self, run: _Run, done: list[int], verified: Verification, result: BatchResult) -> None:
+    def _emit_outputs(
+        self,
+        run: _Run,
+        done: list[int],
+        verified: Verification,
+        result: BatchResult,
+        evicted: Callable[[], None] | None = None,
+    ) -> None:
+        """Unions, evictions, alerts, baskets and replies of a run's steps ``done`` (the evictions in an
+        exchange of their own, then ``evicted()``, when it is given)."""
         gw, s = self.gateway, self.settings
         steps, matches = run.steps, verified.matches
         alerting = [(i, steps[i]) for i in done if i in matches and steps[i].action is not Action.QUERY]
+        if evicted is not None and _all_alert(run.hits, alerting):
+            evicted()  # what EVICT will do changes nobody's reads: every refused document is of a cluster
+            evicted = None
         roots: list[str] = []
         named: dict[int, list[Found]] = {}
         unions: list[tuple[int, list[int]]] = []
@@ -573,6 +640,11 @@ class Processor:
                 named[i] = alert_matches(matches[i], before, gw.bounds.max_matches)
         pipe = ScriptPipeline(gw.client)
         gw.evict(pipe, self._evictions(run, alerting, unions, verified))
+        if evicted is not None:
+            if len(pipe):
+                pipe.execute()
+                pipe = ScriptPipeline(gw.client)
+            evicted()
         out: list[Emitted] = []
         for (i, step), root in zip(alerting, roots, strict=True):
             e = step.entry
@@ -618,7 +690,8 @@ class Processor:
         """lua.EVICT's rows: per bucket and cluster that a document of this run joined where it was there
         already (run.hits), the cluster's newest documents of the run in it (bounds.eviction_rows), and per
         cluster the members known to be in it: the run's documents and the ids they read whose cluster they
-        joined (roots before the run, merged by its unions)."""
+        joined (roots before the run, merged by its unions). A document a bucket refused that alerted nothing
+        is a cluster of its own (EVICT puts it in)."""
         final = merged_roots(
             [(step.num, root, merged) for (_, step), (root, merged) in zip(alerting, unions, strict=True)]
         )
@@ -628,6 +701,9 @@ class Processor:
             if step.writes:
                 cluster_of[i], nums[i] = final[step.num], step.num
         hits = run.hits
+        for i in np.unique(hits.write[hits.refused]).tolist():
+            if cluster_of[i] < 0:  # refused and alone: its own cluster
+                cluster_of[i] = nums[i] = run.steps[i].num
         sel = np.flatnonzero(cluster_of[hits.write] >= 0)
         if not sel.size:
             return _NO_EVICTIONS
@@ -638,12 +714,19 @@ class Processor:
         roots, cluster = np.unique(cluster_of[at], return_inverse=True)
         known: dict[int, list[int]] = {int(r): [] for r in roots.tolist()}
         root_of = verified.roots
-        read = {n for i, _ in alerting for n in verified.read.get(i, ())}
-        for n in read | {s.num for s in run.steps if s.writes}:
+        for n in {n for i, _ in alerting for n in verified.read.get(i, ())}:
             if (r := final.get(root_of.get(n, n))) is not None and r in known:
                 known[r].append(n)
-        # a cluster of KEPT_PER_CLUSTER known members or fewer has nothing to evict anywhere
-        crowded = np.array([len(known[int(r)]) > KEPT_PER_CLUSTER for r in roots.tolist()], dtype=bool)
+        for i, s in enumerate(run.steps):
+            if s.writes:
+                r = int(cluster_of[i]) if cluster_of[i] >= 0 else final.get(root_of.get(s.num, s.num))
+                if r is not None and r in known:
+                    known[r].append(s.num)
+        # a cluster of KEPT_PER_CLUSTER known members or fewer has nothing to evict anywhere, nor to put in
+        # unless a bucket refused one of them
+        refused = np.zeros(roots.size, dtype=bool)
+        refused[cluster[hits.refused[sel]]] = True
+        crowded = refused | np.array([len(set(known[int(r)])) > KEPT_PER_CLUSTER for r in roots.tolist()])
         if not crowded.any():
             return _NO_EVICTIONS
         keep = np.flatnonzero(crowded[cluster])

@@ -4,11 +4,12 @@ In a flood of copies every copy verifies the same few recent copies, so each rec
 times as it has later copies: decoding it (its signature densified, a short document's MinHash recomputed)
 once is enough. The key is the exact bytes read, so a record changed by anyone decodes anew: the cache can
 never answer with another version than the one Redis holds. Bounded in bytes and entries; the oldest
-entries go first.
+entries go first. Safe to share between threads (a daemon writes one batch while it verifies the last).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 from dedupd.fingerprint import Fingerprinter
@@ -36,6 +37,7 @@ class DecodedRecords:
         self.max_bytes, self.max_entry_bytes = max_bytes, max_entry_bytes
         self._kept: dict[int, tuple[bytes, Record]] = {}
         self._bytes = 0
+        self._lock = threading.Lock()
 
     def decode(
         self, nums: Sequence[int], blobs: Sequence[bytes | None], fingerprinter: Fingerprinter
@@ -48,28 +50,31 @@ class DecodedRecords:
         out: dict[int, Record | None] = {}
         todo_nums: list[int] = []
         todo_blobs: list[bytes | None] = []
-        for num, blob in zip(nums, blobs, strict=True):
-            kept = self._kept.get(num)
-            if kept is not None and blob is not None and kept[0] == blob:
-                out[num] = kept[1]
-            else:
-                todo_nums.append(num)
-                todo_blobs.append(blob)
+        with self._lock:
+            for num, blob in zip(nums, blobs, strict=True):
+                kept = self._kept.get(num)
+                if kept is not None and blob is not None and kept[0] == blob:
+                    out[num] = kept[1]
+                else:
+                    todo_nums.append(num)
+                    todo_blobs.append(blob)
         if todo_nums:
             decoded = decode_records(todo_nums, todo_blobs, fingerprinter)
-            for num, blob in zip(todo_nums, todo_blobs, strict=True):
-                out[num] = record = decoded[num]
-                self._forget(num)
-                if record is not None and blob is not None and len(blob) <= self.max_entry_bytes:
-                    self._keep(num, blob, record)
+            with self._lock:
+                for num, blob in zip(todo_nums, todo_blobs, strict=True):
+                    out[num] = record = decoded[num]
+                    self._forget(num)
+                    if record is not None and blob is not None and len(blob) <= self.max_entry_bytes:
+                        self._keep(num, blob, record)
         return out
 
     def remember(self, num: int, blob: bytes, record: Record) -> None:
         """Keep a record this process has just written (``blob``, as stored) without decoding it: in a flood,
         the next batch's copies verify the copies of this one."""
-        self._forget(num)
-        if len(blob) <= self.max_entry_bytes:
-            self._keep(num, blob, record)
+        with self._lock:
+            self._forget(num)
+            if len(blob) <= self.max_entry_bytes:
+                self._keep(num, blob, record)
 
     def __len__(self) -> int:
         return len(self._kept)

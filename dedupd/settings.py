@@ -132,6 +132,13 @@ class Settings(BaseSettings):
     claim_idle_ms: int = Field(30_000, ge=100, description="idle time before a pending entry is claimed")
     max_deliveries: int = Field(5, ge=1, description="deliveries before an entry is dead-lettered")
     consumer: str | None = Field(None, description="consumer name (default unique per process)")
+    overlap_batches: bool = Field(
+        True,
+        description=(
+            "verify a batch and write its alerts while the next one is read and indexed (off: one batch at a"
+            " time; always off with wait_replicas or on a Redis Cluster)"
+        ),
+    )
 
     # input bounds (a daemon's memory is bounded by these, in bytes, whatever the input)
     max_doc_bytes: int = Field(8_000_000, ge=1, description="largest accepted text, in UTF-8 bytes")

@@ -56,8 +56,8 @@ def record_calls(
     calls: list[tuple[list[Any], list[Any]]] = []
     original = buckets_module.SingleEncoding.calls
 
-    def spy(self: Any, ops: Any, writes: Any, record_key: Any, full: int) -> Any:
-        groups = original(self, ops, writes, record_key, full)
+    def spy(self: Any, ops: Any, writes: Any, record_key: Any, *bounds: int) -> Any:
+        groups = original(self, ops, writes, record_key, *bounds)
         calls.extend((keys, args) for keys, args, _ in groups)
         return groups
 

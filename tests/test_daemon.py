@@ -108,10 +108,20 @@ def test_two_consumers_at_the_same_moment_find_the_pair(r: redis.Redis, redis_ur
         assert pending(r) == 0
 
 
+def consumers(r: redis.Redis) -> int:
+    """The consumers of the group (0 before a daemon made the stream and the group)."""
+    try:
+        return len(r.xinfo_consumers(Keys().docs, "dedupd"))
+    except redis.ResponseError:
+        return 0
+
+
 def test_two_daemon_processes_share_the_stream(r: redis.Redis, redis_url: str) -> None:
     docs, expected = pairs_corpus(400, 13)
     procs = [serve(redis_url, "--batch-size", "8", "--consumer", f"c{i}") for i in range(2)]
-    time.sleep(0.5)
+    deadline = time.monotonic() + 60  # both read (and are in the group) before anything is pushed
+    while time.monotonic() < deadline and consumers(r) < 2:
+        time.sleep(0.1)
     push(r, docs)
     assert wait_drained(r, Keys(), 120)
     assert len(r.xinfo_consumers(Keys().docs, "dedupd")) == 2

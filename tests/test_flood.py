@@ -7,12 +7,13 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 import redis
 from helpers import alerts, drain, make_daemon, push, text, variant
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dedupd.bounds import KEPT_PER_CLUSTER
+from dedupd.bounds import FRESH_PER_CALL, KEPT_PER_CLUSTER
 from dedupd.client import Client
 from dedupd.keys import Keys
 
@@ -154,12 +155,10 @@ def test_a_full_bucket_is_read_but_not_joined(r: redis.Redis, redis_url: str) ->
 
 def _evicted_by_hand(bucket: list[int], known: set[int], held: list[int], keep: int, full: int) -> list[int]:
     """What lua.EVICT leaves in one bucket: of the cluster's known members in it and the batch's documents
-    that joined it (``held``), the ``keep`` newest stay, the others leave, and one refused by a full bucket
-    takes a place that was left."""
+    that joined it (``held``), the ``keep`` newest stay, the others leave, and one refused (by a full bucket,
+    or by one that took its new members of the call) takes a place that is free."""
     ids = list(dict.fromkeys([m for m in bucket if m in known] + held))
-    if len(ids) <= keep:
-        return bucket
-    kept = sorted(ids, reverse=True)[:keep]
+    kept = sorted(ids, reverse=True)[:keep] if len(ids) > keep else ids
     out = [m for m in bucket if m not in ids or m in kept]
     for m in kept:
         if m not in out and len(out) < full:
@@ -289,3 +288,53 @@ def test_a_copy_finds_its_original_behind_nearer_copies_of_the_batch(r: redis.Re
     drain(make_daemon(redis_url, batch_size=64))
     got = {a["id"]: a for a in alerts(r)}
     assert got["copy"]["duplicate_of"] == "original", got.get("copy")
+
+
+def bucket_members(r: redis.Redis) -> dict[tuple[bytes, bytes], set[int]]:
+    """Every bucket of the serving generation: its members."""
+    out = {}
+    for key in r.scan_iter(match=f"{Keys().prefix}:b:*", count=1000):
+        for field, v in r.hgetall(key).items():
+            out[(key, field)] = set(np.frombuffer(v, "<u4").tolist())
+    return out
+
+
+def test_a_bucket_takes_two_new_members_a_batch_and_the_others_once_verified(
+    r: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Near-copies that are no duplicates at the threshold (0.99) join one another's buckets in one batch:
+    a bucket takes FRESH_PER_CALL of them in the batch's bucket call, the others are refused there and put
+    in once the batch is verified (they alert nothing: each is a cluster of its own), so the buckets end
+    as they would without the bound."""
+    from dedupd import gateway as gateway_module
+
+    rng = random.Random(17)
+    words = text(rng, 80).split()
+    docs = [{"id": "seed", "text": " ".join(words)}]
+    for i in range(12):  # each edits its own position: pairwise Jaccard about 0.93, none at 0.99
+        edited = list(words)
+        edited[5 * i + 3] = f"edit{i}"
+        docs.append({"id": f"near-{i}", "text": " ".join(edited)})
+    ends = {}
+    for fresh in (0, FRESH_PER_CALL):  # 0: no bound
+        r.flushall()
+        monkeypatch.setattr(gateway_module, "FRESH_PER_CALL", fresh)
+        push(r, docs[:1])
+        drain(make_daemon(redis_url, threshold=0.99, bands=16, rows=2))
+        push(r, docs[1:])
+        refused = []
+        daemon = make_daemon(redis_url, threshold=0.99, bands=16, rows=2, batch_size=100)
+        real = daemon.gateway.apply
+
+        def spy(writes, _real=real, _refused=refused):  # type: ignore[no-untyped-def]
+            found, hits = _real(writes)
+            _refused.append(int(hits.refused.sum()))
+            return found, hits
+
+        daemon.gateway.apply = spy  # type: ignore[method-assign]
+        drain(daemon)
+        assert alerts(r) == []
+        ends[fresh] = bucket_members(r)
+        assert (sum(refused) > 20) == (fresh > 0), refused
+    assert ends[FRESH_PER_CALL] == ends[0]
+    assert max(len(m) for m in ends[0].values()) == 13  # the seed and the twelve

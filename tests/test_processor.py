@@ -209,10 +209,10 @@ def test_processing_failure_is_retried_then_dead_lettered(
     daemon = make_daemon(redis_url, max_deliveries=2, claim_idle_ms=100)
     real = daemon.processor._process_run
 
-    def flaky(entries, result):  # type: ignore[no-untyped-def]
+    def flaky(entries, result, *rest):  # type: ignore[no-untyped-def]
         if any(e.doc_id == "boom" for e in entries):
             raise RuntimeError("bug")
-        return real(entries, result)
+        return real(entries, result, *rest)
 
     monkeypatch.setattr(daemon.processor, "_process_run", flaky)
     daemon.claim.last = float("inf")  # no claim while draining: on a slow machine the first pass can outlast

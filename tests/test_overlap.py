@@ -1,0 +1,191 @@
+"""Overlapping batches (overlap_batches): a batch is finished by a second thread while the next one is read and
+indexed. Against a real redis-server: the same alerts, buckets and clusters as one batch at a time, updates
+in order, and nothing lost when the finishing thread fails."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+import redis
+from helpers import alerts, make_daemon, pending, push, text, variant
+
+from dedupd.daemon import Daemon
+from dedupd.keys import Keys
+from dedupd.processor import BatchResult, Processor, Started
+from dedupd.settings import load_settings
+from dedupd.worker import Worker
+
+
+def drain_overlapped(daemon: Daemon, max_iterations: int = 2000) -> None:
+    for _ in range(max_iterations):
+        if daemon.iteration(overlap=True) is None:
+            assert daemon.in_hand is None
+            return
+    raise AssertionError("the daemon did not drain")
+
+
+def drain_one_at_a_time(daemon: Daemon, max_iterations: int = 2000) -> None:
+    for _ in range(max_iterations):
+        if daemon.iteration() is None:
+            return
+    raise AssertionError("the daemon did not drain")
+
+
+def stream_of_copies(seed: int) -> list[dict[str, str]]:
+    """A flood of near-copies, pairs, different texts, updates of documents a batch or two apart, deletes."""
+    rng = random.Random(seed)
+    base = text(rng, 60)
+    docs: list[dict[str, str]] = []
+    for i in range(240):
+        kind = i % 8
+        if kind in (0, 1, 2, 3):
+            docs.append({"id": f"copy{i}", "text": variant(rng, base, 2)})
+        elif kind == 4:
+            other = text(rng, 40)
+            docs += [{"id": f"pair{i}a", "text": other}, {"id": f"pair{i}b", "text": variant(rng, other)}]
+        elif kind == 5:
+            docs.append({"id": f"upd{i % 24}", "text": text(rng, 40)})  # the same ids again, batches apart
+        elif kind == 6:
+            docs.append({"id": f"copy{i - 6}", "op": "delete"})
+        else:
+            docs.append({"id": f"lone{i}", "text": text(rng, 40)})
+    return docs
+
+
+def state(r: redis.Redis, prefix: str) -> dict[str, Any]:
+    """What a run left: its alerts (in order, without input entry ids), bucket hashes and union-find."""
+    keys = Keys(prefix)
+    shown = [
+        (a["id"], a["duplicate_of"], a["similarity"], a["matches"], a["cluster"]) for a in alerts(r, prefix)
+    ]
+    buckets = {}
+    for name in r.scan_iter(match=keys.band_pattern_all):
+        buckets[name.decode()[len(prefix) :]] = r.hgetall(name)
+    return {"alerts": shown, "buckets": buckets, "parents": r.hgetall(keys.uf_parent)}
+
+
+def test_overlapped_batches_leave_what_one_batch_at_a_time_leaves(r: redis.Redis, redis_url: str) -> None:
+    docs = stream_of_copies(3)
+    for prefix, overlap in (("one", False), ("two", True)):
+        push(r, docs, prefix)
+        daemon = make_daemon(redis_url, prefix=prefix, batch_size=16)
+        assert daemon.overlaps
+        (drain_overlapped if overlap else drain_one_at_a_time)(daemon)
+        assert pending(r, prefix) == 0
+    one, two = state(r, "one"), state(r, "two")
+    assert len(one["alerts"]) > 100 and one["buckets"] and one["parents"]
+    assert two == one
+
+
+def test_an_update_of_a_document_in_hand_waits_for_it(r: redis.Redis, redis_url: str) -> None:
+    """A batch with a document of the batch being finished waits for it instead of being deferred: the last
+    update wins, and each update alerts against the text before it."""
+    rng = random.Random(5)
+    base = text(rng, 50)
+    push(r, [{"id": "a", "text": base}, {"id": "b", "text": variant(rng, base)}])
+    daemon = make_daemon(redis_url, batch_size=2)
+    first = daemon.iteration(overlap=True)
+    assert first is not None and daemon.in_hand is not None  # the first batch is being finished
+    push(r, [{"id": "b", "text": base + " appended words here"}, {"id": "c", "text": text(rng, 50)}])
+    waited = daemon.iteration(overlap=True)  # shares "b": settles the first batch, then handles this one
+    assert waited is not None and waited.processed == 2 and not waited.deferred
+    assert daemon.in_hand is None and not daemon.deferred
+    drain_overlapped(daemon)
+    assert [a["id"] for a in alerts(r)] == ["b", "b"]
+    assert pending(r) == 0
+
+
+def copies(seed: int, n: int) -> list[dict[str, str]]:
+    rng = random.Random(seed)
+    base = text(rng, 50)
+    return [{"id": f"d{i}", "text": variant(rng, base)} for i in range(n)]
+
+
+def alerted_once(r: redis.Redis, redis_url: str, docs: list[dict[str, str]]) -> list[str]:
+    """The ids alerted when ``docs`` go through one batch at a time without a failure (prefix "ref")."""
+    push(r, docs, "ref")
+    drain_one_at_a_time(make_daemon(redis_url, prefix="ref", batch_size=8))
+    return sorted(a["id"] for a in alerts(r, "ref"))
+
+
+def test_a_batch_whose_finishing_fails_is_done_again_entry_by_entry(
+    r: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = copies(7, 40)
+    expected = alerted_once(r, redis_url, docs)
+    assert len(expected) > 10
+    push(r, docs)
+    real = Processor.finish
+    failed: list[int] = []
+
+    def failing(self: Processor, started: Started, evicted: Any = None) -> BatchResult:
+        if not failed:
+            failed.append(len(started.raw))
+            raise RuntimeError("a bug in finishing")
+        return real(self, started, evicted)
+
+    monkeypatch.setattr(Processor, "finish", failing)
+    daemon = make_daemon(redis_url, batch_size=8)
+    drain_overlapped(daemon)
+    assert failed == [8]
+    assert pending(r) == 0
+    assert sorted(a["id"] for a in alerts(r)) == expected
+    assert daemon.totals["processed"] == 40
+
+
+def test_a_redis_error_while_finishing_leaves_the_batch_pending_then_done_once(
+    r: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = copies(11, 30)
+    expected = alerted_once(r, redis_url, docs)
+    assert len(expected) > 10
+    push(r, docs)
+    real = Processor.finish
+    calls: list[int] = []
+
+    def flaky(self: Processor, started: Started, evicted: Any = None) -> BatchResult:
+        calls.append(1)
+        if len(calls) == 2:
+            raise redis.exceptions.ConnectionError("the server went away")
+        return real(self, started, evicted)
+
+    monkeypatch.setattr(Processor, "finish", flaky)
+    daemon = make_daemon(redis_url, batch_size=8)
+    with pytest.raises(redis.exceptions.ConnectionError):
+        drain_overlapped(daemon)
+    assert daemon.in_hand is None
+    daemon._recover_after_error(redis.exceptions.ConnectionError("the server went away"))
+    drain_overlapped(daemon)
+    assert pending(r) == 0
+    assert sorted(a["id"] for a in alerts(r)) == expected  # each once: none lost, none doubled
+
+
+def test_the_batch_in_hand_counts_in_the_bytes_held(r: redis.Redis, redis_url: str) -> None:
+    push(r, [{"id": f"d{i}", "text": "x" * 1000} for i in range(4)])
+    daemon = make_daemon(redis_url, batch_size=4)
+    assert daemon.held_bytes() == 0
+    daemon.iteration(overlap=True)
+    assert daemon.in_hand is not None and daemon.held_bytes() >= 4000
+    daemon.settle()
+    assert daemon.held_bytes() == 0 and pending(r) == 0
+
+
+def test_overlap_is_off_with_wait_replicas_or_when_turned_off(redis_url: str) -> None:
+    assert make_daemon(redis_url).overlaps
+    assert not make_daemon(redis_url, overlap_batches=False).overlaps
+    assert not make_daemon(redis_url, wait_replicas=1).overlaps
+    assert load_settings(redis_url=redis_url, overlap_batches=False).overlap_batches is False
+
+
+def test_the_worker_runs_jobs_in_order_and_hands_back_their_errors() -> None:
+    worker = Worker("test")
+    done: list[int] = []
+    futures = [worker.submit(lambda i=i: done.append(i)) for i in range(50)]
+    failed = worker.submit(lambda: 1 // 0)
+    with pytest.raises(ZeroDivisionError):
+        failed.result(timeout=10)
+    assert [f.result(timeout=10) for f in futures] == [None] * 50
+    assert done == list(range(50))
+    assert worker.submit(lambda: "after").result(timeout=10) == "after"
