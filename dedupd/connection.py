@@ -7,6 +7,7 @@ import re
 import time
 from typing import Any
 
+import hiredis
 import redis
 import redis.cluster
 
@@ -88,6 +89,27 @@ def embedded_socket(settings: Settings, start: bool = True) -> str:
     return str(embedded.attach(settings.data_dir, start))
 
 
+class CommandPacker:
+    """redis-py's command packing (``HiredisRespSerializer.pack``) without its Python pass over every argument
+    (which turns a bytearray or memoryview into bytes: hiredis takes them as they are). A batch sends tens of
+    thousands of arguments (an alert is 16); this takes about half as long per argument.
+
+    >>> CommandPacker().pack("XINFO GROUPS", b"k", 1, memoryview(b"v"))
+    [b'*5\\r\\n$5\\r\\nXINFO\\r\\n$6\\r\\nGROUPS\\r\\n$1\\r\\nk\\r\\n$1\\r\\n1\\r\\n$1\\r\\nv\\r\\n']
+    """
+
+    def pack(self, *args: Any) -> list[bytes]:
+        first = args[0]
+        if isinstance(first, str):
+            args = (*first.encode().split(), *args[1:])
+        elif b" " in first:
+            args = (*first.split(), *args[1:])
+        try:
+            return [hiredis.pack_command(args)]
+        except TypeError as exc:
+            raise redis.exceptions.DataError(str(exc)) from None
+
+
 def connect(settings: Settings, *, retry_for_s: float = 0.0, start_embedded: bool = True) -> Any:
     """A client returning bytes, for the configured Redis.
 
@@ -104,10 +126,11 @@ def connect(settings: Settings, *, retry_for_s: float = 0.0, start_embedded: boo
     """
     client: Any
     common: dict[str, Any] = {"socket_timeout": 30, "socket_connect_timeout": 5, "health_check_interval": 30}
+    packer: dict[str, Any] = {"command_packer": CommandPacker()}  # (not a Redis Cluster client's nodes)
     try:
         if settings.redis_url is None:
             client = redis.Redis(
-                unix_socket_path=embedded_socket(settings, start_embedded), socket_timeout=30
+                unix_socket_path=embedded_socket(settings, start_embedded), socket_timeout=30, **packer
             )
         elif settings.redis_cluster:
             url = settings.redis_url
@@ -119,7 +142,7 @@ def connect(settings: Settings, *, retry_for_s: float = 0.0, start_embedded: boo
                 (*RETRYABLE, redis.exceptions.RedisClusterException),
             )
         else:
-            client = redis.Redis.from_url(settings.redis_url, **common)
+            client = redis.Redis.from_url(settings.redis_url, **common, **packer)
     except ValueError:  # its message may quote a piece of the password: not shown
         raise ConfigError(
             f"the Redis URL {settings.redacted_url()} cannot be parsed; characters such as # / ? @ "

@@ -408,8 +408,9 @@ class Daemon:
         return settled
 
     def _wait_evictions(self) -> None:
-        """Before a batch writes its buckets: wait until the batch in hand has written its evictions (the
-        buckets are then read as one batch at a time reads them: a flood's copies read two per cluster)."""
+        """Before a batch writes its records and buckets: wait until the batch in hand has written its
+        evictions and unions (the buckets and clusters are then read as one batch at a time reads them: a
+        flood's copies read two per cluster, a delete comes after the unions of the batch before)."""
         if self.in_hand is not None:
             self.in_hand.evicted.wait()
 
@@ -594,7 +595,8 @@ class Daemon:
                 return self._next_batch()
         room = s.batch_max_bytes - self.held_bytes()
         if len(self.deferred) >= s.batch_size or room < s.max_entry_bytes:
-            self.stopping.wait(_DEFERRED_BLOCK_MS / 1000)
+            if self.in_hand is None:  # else no wait: the batch in hand is settled now, and makes room
+                self.stopping.wait(_DEFERRED_BLOCK_MS / 1000)
             return [], None
         block = min(s.block_ms, _DEFERRED_BLOCK_MS) if self.deferred else s.block_ms
         return self.stream.read_new(s.batch_size, block, room), None

@@ -396,9 +396,12 @@ class Gateway:
             args += [marker, len(pairs) // 2, *pairs]
         pipe.script(self._emit, [stream, self.keys.seen(stream)], args)
 
-    def union(self, groups: Sequence[tuple[int, Sequence[tuple[int, str]]]]) -> list[tuple[int, list[int]]]:
+    def union(
+        self, groups: Sequence[tuple[int, Sequence[tuple[int, str]]]], pipe: ScriptPipeline | None = None
+    ) -> list[tuple[int, list[int]]]:
         """Union each document with its matches, (integer id, document id) each (union-find in Redis, one
         union per distinct cluster root; a match deleted meanwhile and gone from the union-find joins nothing).
+        With ``pipe``, after what it holds, in the same exchange.
 
         Returns:
             Per group, the root of the document's cluster after it, and the root each match had before
@@ -409,7 +412,12 @@ class Gateway:
             args += [num, len(matches)]
             for match in matches:
                 args += match
-        reply: list[Any] = self._union(keys=[*self._uf, self.keys.id_forward], args=args)
+        keys = [*self._uf, self.keys.id_forward]
+        if pipe is None:
+            reply: list[Any] = self._union(keys=keys, args=args)
+        else:
+            pipe.script(self._union, keys, args)
+            reply = pipe.execute()[-1]
         out: list[tuple[int, list[int]]] = []
         at = 0
         for _, matches in groups:

@@ -160,7 +160,8 @@ end
 # collide in that band, and the document is found through them).
 # ARGV[9]: the members of one cluster a bucket keeps (bounds.KEPT_PER_CLUSTER): a join of a bucket that held
 # as many already is a hit (it may crowd its cluster; see the reply).
-# ARGV[10]: the most new members a bucket takes in this call ('0': no such bound); a JOIN beyond them is
+# ARGV[10]: the most new members a bucket takes in this call ('0': no such bound; one more in a bucket the
+# call made: its first member counts as there before, as it is read by the later joins); a JOIN beyond them is
 # refused, a hit marked so: once the batch is verified lua.EVICT puts the document in (it is the newest of
 # its cluster there, or it has no cluster) or not (the bucket keeps newer ones of its cluster). A batch of
 # copies thus adds a few members to their crowded buckets, not one each until they are full.

@@ -232,13 +232,6 @@ def _full_clusters(candidates: set[int] | frozenset[int], roots: dict[int, int])
     return {r for r, n in counts.items() if n >= VERIFIED_PER_CLUSTER}
 
 
-def _all_alert(hits: Hits, alerting: list[tuple[int, Step]]) -> bool:
-    """Whether every document a bucket refused (``hits``, by step index) alerts: each is found through
-    its cluster's other members until lua.EVICT puts it in (or keeps newer ones)."""
-    refused = np.unique(hits.write[hits.refused])
-    return not refused.size or bool(np.isin(refused, [i for i, _ in alerting]).all())
-
-
 def _by_step(hits: Hits, step_of: npt.NDArray[np.int64]) -> Hits:
     """``hits`` with each write's index replaced by its step's (``step_of``: by write); a write of Redis
     Cluster leftovers (-1) has none."""
@@ -610,40 +603,46 @@ class Processor:
         result: BatchResult,
         evicted: Callable[[], None] | None = None,
     ) -> None:
-        """Unions, evictions, alerts, baskets and replies of a run's steps ``done`` (the evictions in an
-        exchange of their own, then ``evicted()``, when it is given)."""
+        """Evictions, unions, alerts, baskets and replies of a run's steps ``done``. When ``evicted`` is given,
+        the evictions and unions go first, in an exchange of their own, then ``evicted()``: the next batch may
+        write its buckets and records (it reads the buckets and the clusters as this batch leaves them)."""
         gw, s = self.gateway, self.settings
         steps, matches = run.steps, verified.matches
         alerting = [(i, steps[i]) for i in done if i in matches and steps[i].action is not Action.QUERY]
-        if evicted is not None and _all_alert(run.hits, alerting):
-            evicted()  # what EVICT will do changes nobody's reads: every refused document is of a cluster
-            evicted = None
         roots: list[str] = []
         named: dict[int, list[Found]] = {}
-        unions: list[tuple[int, list[int]]] = []
+        names: dict[int, str] = {}
+        groups: list[tuple[int, list[int]]] = []
+        earlier: list[tuple[list[int], list[int]]] = []
         if alerting:
-            names: dict[int, str] = {}
             for i, step in alerting:
                 names[step.num] = step.entry.doc_id
                 names.update((m[2], m[0]) for m in matches[i])
             self._add_roots(alerting, verified)
             groups = [(step.num, [m[2] for m in matches[i]]) for i, step in alerting]
             earlier = earlier_clusters(groups, verified.roots)  # one union per distinct root, not per match
+        # the clusters as the unions will leave them (one more consumer's merges aside): EVICT only groups by them
+        joined = [
+            (num, list(dict.fromkeys(before))) for (num, _), (before, _) in zip(groups, earlier, strict=True)
+        ]
+        merged = [(num, min(verified.roots.get(num, num), *rs), rs) for num, rs in joined]
+        pipe = ScriptPipeline(gw.client)
+        gw.evict(pipe, self._evictions(run, alerting, merged, verified))
+        if alerting:
             unions = gw.union(
                 [
                     (num, [(m, names[m]) for m in best])
                     for (num, _), (_, best) in zip(groups, earlier, strict=True)
-                ]
+                ],
+                pipe,
             )
             roots = gw.cluster_names([root for root, _ in unions], names)
             for (i, _), (before, _) in zip(alerting, earlier, strict=True):
                 named[i] = alert_matches(matches[i], before, gw.bounds.max_matches)
-        pipe = ScriptPipeline(gw.client)
-        gw.evict(pipe, self._evictions(run, alerting, unions, verified))
+        elif evicted is not None and len(pipe):
+            pipe.execute()
         if evicted is not None:
-            if len(pipe):
-                pipe.execute()
-                pipe = ScriptPipeline(gw.client)
+            pipe = ScriptPipeline(gw.client)
             evicted()
         out: list[Emitted] = []
         for (i, step), root in zip(alerting, roots, strict=True):
@@ -684,17 +683,16 @@ class Processor:
         self,
         run: _Run,
         alerting: list[tuple[int, Step]],
-        unions: list[tuple[int, list[int]]],
+        merged: list[tuple[int, int, list[int]]],
         verified: Verification,
     ) -> Evictions:
         """lua.EVICT's rows: per bucket and cluster that a document of this run joined where it was there
         already (run.hits), the cluster's newest documents of the run in it (bounds.eviction_rows), and per
         cluster the members known to be in it: the run's documents and the ids they read whose cluster they
-        joined (roots before the run, merged by its unions). A document a bucket refused that alerted nothing
-        is a cluster of its own (EVICT puts it in)."""
-        final = merged_roots(
-            [(step.num, root, merged) for (_, step), (root, merged) in zip(alerting, unions, strict=True)]
-        )
+        joined (roots before the run, ``merged`` by its unions: per alerting document, its root after its
+        union and the roots it merged). A document a bucket refused that alerted nothing is a cluster of its
+        own (EVICT puts it in)."""
+        final = merged_roots(merged)
         cluster_of = np.full(len(run.steps), -1, dtype=np.int64)  # by step index; -1: none
         nums = np.zeros(len(run.steps), dtype=np.int64)
         for i, step in alerting:
@@ -702,8 +700,9 @@ class Processor:
                 cluster_of[i], nums[i] = final[step.num], step.num
         hits = run.hits
         for i in np.unique(hits.write[hits.refused]).tolist():
-            if cluster_of[i] < 0:  # refused and alone: its own cluster
-                cluster_of[i] = nums[i] = run.steps[i].num
+            if cluster_of[i] < 0:  # refused, alerted nothing: its own cluster, or one a later union made
+                num = nums[i] = run.steps[i].num
+                cluster_of[i] = final.get(num, num)
         sel = np.flatnonzero(cluster_of[hits.write] >= 0)
         if not sel.size:
             return _NO_EVICTIONS

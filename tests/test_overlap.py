@@ -12,6 +12,7 @@ import redis
 from helpers import alerts, make_daemon, pending, push, text, variant
 
 from dedupd.daemon import Daemon
+from dedupd.gateway import Gateway
 from dedupd.keys import Keys
 from dedupd.processor import BatchResult, Processor, Started
 from dedupd.settings import load_settings
@@ -189,3 +190,32 @@ def test_the_worker_runs_jobs_in_order_and_hands_back_their_errors() -> None:
     assert [f.result(timeout=10) for f in futures] == [None] * 50
     assert done == list(range(50))
     assert worker.submit(lambda: "after").result(timeout=10) == "after"
+
+
+def test_a_delete_in_the_next_batch_comes_after_the_unions_of_the_batch_in_hand(
+    r: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """E matches Y only (Y matched R); the next batch deletes Y while E's batch is being finished, slowly.
+    As one batch at a time: E is verified against Y and joins Y's cluster, named R, before Y goes."""
+    import time
+
+    rng = random.Random(23)
+    words = text(rng, 60).split()
+    y_words = [*words[:10], "ya", "yb", "yc", *words[13:]]
+    e_words = [*y_words[:40], "ea", "eb", "ec", *y_words[43:]]  # Jaccard to Y 0.84, to R 0.71
+    push(r, [{"id": "R", "text": " ".join(words)}, {"id": "Y", "text": " ".join(y_words)}])
+    drain_one_at_a_time(make_daemon(redis_url))
+    assert [(a["id"], a["cluster"]) for a in alerts(r)] == [("Y", "R")]
+    real = Gateway.union
+
+    def slow(self: Gateway, *args: Any) -> Any:
+        time.sleep(0.3)  # the next batch is read and started meanwhile
+        return real(self, *args)
+
+    monkeypatch.setattr(Gateway, "union", slow)
+    push(r, [{"id": "E", "text": " ".join(e_words)}, {"id": "Y", "op": "delete"}])
+    daemon = make_daemon(redis_url, batch_size=1)
+    drain_overlapped(daemon)
+    got = {a["id"]: a for a in alerts(r)}
+    assert got["E"]["duplicate_of"] == "Y" and got["E"]["cluster"] == "R"
+    assert pending(r) == 0
