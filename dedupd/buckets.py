@@ -158,6 +158,12 @@ class Evictions:
     members: list[bytes]  # per cluster: the integer ids known to be in it (uint32 LE)
 
 
+def _bounds(full: int, fresh: int) -> list[bytes | str]:
+    """lua.BUCKETS's ARGV[8..10]: the members a bucket takes, the members of a cluster it keeps (a join of a
+    bucket holding as many is a hit), the new members it takes in one call."""
+    return [str(full), str(KEPT_PER_CLUSTER), str(fresh)]
+
+
 NO_HITS = Hits(
     [], np.zeros(0, np.int64), np.zeros(0, np.uint32), np.zeros(0, np.int64), np.zeros(0, np.bool_)
 )
@@ -220,9 +226,7 @@ class SingleEncoding:
             _u32(np.arange(1, 1 + len(checks))),
             "".join(ops.names),
             ends.tobytes(),
-            str(full),
-            str(KEPT_PER_CLUSTER),
-            str(fresh),
+            *_bounds(full, fresh),
         ]
         for w in checks:
             args += [w.expected or "", w.record or b""]
@@ -275,9 +279,7 @@ class ClusterEncoding:
                         b"",
                         b"",
                         b"",
-                        str(full),
-                        str(KEPT_PER_CLUSTER),
-                        str(fresh),
+                        *_bounds(full, fresh),
                     ],
                     sel.astype(np.int64),
                 )

@@ -32,6 +32,7 @@ import gc
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from collections import deque
@@ -390,11 +391,9 @@ class Daemon:
             first = self.processor.start(batch, None, self._wait_evictions)
         except Exception as exc:
             self._exit_if_asked()
-            if _not_the_entry(exc):
-                raise
-            log.exception("batch of %d entries failed; retrying them one by one", len(batch))
-            self.settle()
-            return self._book(batch, self._one_by_one(batch, None), started)
+            if not _not_the_entry(exc):
+                self.settle()  # before its entries are done again one by one
+            return self._book(batch, self._failed(batch, None), started)
         settled = self.settle()
         if (
             not first.single
@@ -433,36 +432,35 @@ class Daemon:
             return None
         try:
             return self._book(hand.batch, hand.future.result(), hand.started, acked=True)
-        except Exception as exc:
-            self._exit_if_asked()
-            if _not_the_entry(exc):
-                raise
-            log.exception("batch of %d entries failed; retrying them one by one", len(hand.batch))
-            return self._book(hand.batch, self._one_by_one(hand.batch, None), hand.started)
+        except Exception:
+            return self._book(hand.batch, self._failed(hand.batch, None), hand.started)
 
     def handle(self, batch: list[RawEntry], deliveries: dict[str, int] | None) -> BatchResult:
         """Process and acknowledge one batch; a batch that fails is retried entry by entry."""
         started = time.monotonic()
         try:
             result = self.processor.process(batch, deliveries)
-        except Exception as exc:
-            self._exit_if_asked()
-            if _not_the_entry(exc):
-                raise
-            log.exception("batch of %d entries failed; retrying them one by one", len(batch))
-            result = self._one_by_one(batch, deliveries)
+        except Exception:
+            result = self._failed(batch, deliveries)
         return self._book(batch, result, started)
 
     def _finish(self, first: Started, batch: list[RawEntry]) -> BatchResult:
         """processor.finish, in this thread; a batch that fails is retried entry by entry."""
         try:
             return self.processor.finish(first)
-        except Exception as exc:
-            self._exit_if_asked()
-            if _not_the_entry(exc):
-                raise
-            log.exception("batch of %d entries failed; retrying them one by one", len(batch))
-            return self._one_by_one(batch, None)
+        except Exception:
+            return self._failed(batch, None)
+
+    def _failed(self, batch: list[RawEntry], deliveries: dict[str, int] | None) -> BatchResult:
+        """Called in an ``except`` block when a batch failed: a Redis error (or a second signal) goes up and
+        the batch stays pending; anything else is taken as its entries' fault, and the batch is done again
+        entry by entry."""
+        self._exit_if_asked()
+        exc = sys.exc_info()[1]
+        if exc is None or _not_the_entry(exc):
+            raise  # the exception being handled
+        log.exception("batch of %d entries failed; retrying them one by one", len(batch))
+        return self._one_by_one(batch, deliveries)
 
     def _ack(self, batch: list[RawEntry], result: BatchResult) -> None:
         raw = dict(batch)

@@ -111,6 +111,21 @@ def alerted_once(r: redis.Redis, redis_url: str, docs: list[dict[str, str]]) -> 
     return sorted(a["id"] for a in alerts(r, "ref"))
 
 
+def finishing_raises(monkeypatch: pytest.MonkeyPatch, exc: Exception, at_call: int) -> list[int]:
+    """Processor.finish raises ``exc`` on its ``at_call``-th call (1-based); returns the batch sizes seen."""
+    real = Processor.finish
+    sizes: list[int] = []
+
+    def finish(self: Processor, started: Started, evicted: Any = None) -> BatchResult:
+        sizes.append(len(started.raw))
+        if len(sizes) == at_call:
+            raise exc
+        return real(self, started, evicted)
+
+    monkeypatch.setattr(Processor, "finish", finish)
+    return sizes
+
+
 def test_a_batch_whose_finishing_fails_is_done_again_entry_by_entry(
     r: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -118,19 +133,10 @@ def test_a_batch_whose_finishing_fails_is_done_again_entry_by_entry(
     expected = alerted_once(r, redis_url, docs)
     assert len(expected) > 10
     push(r, docs)
-    real = Processor.finish
-    failed: list[int] = []
-
-    def failing(self: Processor, started: Started, evicted: Any = None) -> BatchResult:
-        if not failed:
-            failed.append(len(started.raw))
-            raise RuntimeError("a bug in finishing")
-        return real(self, started, evicted)
-
-    monkeypatch.setattr(Processor, "finish", failing)
+    sizes = finishing_raises(monkeypatch, RuntimeError("a bug in finishing"), 1)
     daemon = make_daemon(redis_url, batch_size=8)
     drain_overlapped(daemon)
-    assert failed == [8]
+    assert sizes[0] == 8  # the first batch failed; its entries were done again one by one (finish of one)
     assert pending(r) == 0
     assert sorted(a["id"] for a in alerts(r)) == expected
     assert daemon.totals["processed"] == 40
@@ -143,16 +149,7 @@ def test_a_redis_error_while_finishing_leaves_the_batch_pending_then_done_once(
     expected = alerted_once(r, redis_url, docs)
     assert len(expected) > 10
     push(r, docs)
-    real = Processor.finish
-    calls: list[int] = []
-
-    def flaky(self: Processor, started: Started, evicted: Any = None) -> BatchResult:
-        calls.append(1)
-        if len(calls) == 2:
-            raise redis.exceptions.ConnectionError("the server went away")
-        return real(self, started, evicted)
-
-    monkeypatch.setattr(Processor, "finish", flaky)
+    finishing_raises(monkeypatch, redis.exceptions.ConnectionError("the server went away"), 2)
     daemon = make_daemon(redis_url, batch_size=8)
     with pytest.raises(redis.exceptions.ConnectionError):
         drain_overlapped(daemon)
