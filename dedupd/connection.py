@@ -6,6 +6,7 @@ import logging
 import re
 import time
 from typing import Any
+from urllib.parse import quote
 
 import hiredis
 import redis
@@ -134,9 +135,8 @@ def connect(settings: Settings, *, retry_for_s: float = 0.0, start_embedded: boo
     packer: dict[str, Any] = {"command_packer": CommandPacker()}  # (not a Redis Cluster client's nodes)
     try:
         if settings.redis_url is None:
-            client = redis.Redis(
-                unix_socket_path=embedded_socket(settings, start_embedded), socket_timeout=30, **packer
-            )
+            socket = quote(embedded_socket(settings, start_embedded))  # (from_url: Redis() takes no packer)
+            client = redis.Redis.from_url(f"unix://{socket}", socket_timeout=30, **packer)
         elif settings.redis_cluster:
             url = settings.redis_url
             # the cluster client asks a node for the slot map as it is built: unreachable is retried like a PING

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import redis
 from hypothesis import given
@@ -44,3 +46,16 @@ def test_the_daemon_client_uses_it_and_talks_to_redis(redis_url: str) -> None:
     pipe.xadd("s", {"f": "é", "n": 7})
     pipe.get("packed")
     assert pipe.execute()[1] == b"v\x00w"
+
+
+def test_the_embedded_client_uses_it_whatever_the_data_directory(tmp_path: Path) -> None:
+    """The embedded server's socket path goes into a unix:// URL: spaces, '%', '?' and '#' stay as they are."""
+    settings = load_settings(data_dir=str(tmp_path / "my data %41 ?x #y"))
+    client = connect(settings)
+    try:
+        assert client.ping() and client.connection_pool.connection_kwargs["path"].endswith(".sock")
+        conn = client.connection_pool.get_connection()
+        assert isinstance(conn._command_packer, CommandPacker)
+        client.connection_pool.release(conn)
+    finally:
+        client.close()
