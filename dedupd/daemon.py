@@ -124,12 +124,12 @@ def tune_gc() -> None:
 @dataclass(frozen=True, slots=True)
 class InHand:
     """A batch being finished by the worker: its entries, their document ids, its outcome, whether its
-    evictions are written, when it started and its size in bytes."""
+    evictions and unions are written, when it started and its size in bytes."""
 
     batch: list[RawEntry]
     docs: frozenset[bytes]
     future: Future[BatchResult]
-    evicted: threading.Event  # set once its evictions are written (or it ended without)
+    evicted: threading.Event  # set once its evictions and unions are written (or it ended without)
     started: float
     size: int
 
@@ -395,9 +395,8 @@ class Daemon:
                 self.settle()  # before its entries are done again one by one
             return self._book(batch, self._failed(batch, None), started)
         settled = self.settle()
-        if (
-            not first.single
-        ):  # its later runs are indexed in finish(): in this thread, not beside the next batch
+        if not first.single:
+            # its later runs are indexed in finish(): in this thread, not beside the next batch
             return self._book(batch, self._finish(first, batch), started)
         evicted = threading.Event()
         processor = self.processor  # the generation the batch started on, whatever comes next

@@ -273,8 +273,8 @@ class Processor:
     ) -> Started:
         """The first half of :meth:`process`: validate the entries, then plan, fingerprint and index (records
         and buckets written) the batch's first run of distinct documents. :meth:`finish` does the rest.
-        ``before_index`` is called just before the buckets are written (the daemon waits there for the last
-        batch's evictions: the buckets are read as they are after them)."""
+        ``before_index`` is called just before the records and buckets are written (the daemon waits there for
+        the last batch's evictions and unions: buckets and clusters are read as they are after them)."""
         dead: list[DeadLetter] = []
         valid: list[Entry] = []
         for entry_id, fields in raw:
@@ -300,7 +300,7 @@ class Processor:
     def finish(self, started: Started, evicted: Callable[[], None] | None = None) -> BatchResult:
         """The second half of :meth:`process`: verify and write the outputs of the first run, process the
         other runs, dead-letter, count; returns what the batch did (nothing of it is acknowledged here).
-        ``evicted`` is called once the first run's evictions are written, before its alerts."""
+        ``evicted`` is called once the first run's evictions and unions are written, before its alerts."""
         result = BatchResult()
         raw, dead = started.raw, list(started.dead)
         fields_of = dict(raw)
