@@ -45,17 +45,20 @@ class Bounds:
     max_matches: int = 10
 
 
-def ranked_many(reads: Mapping[int, tuple[npt.NDArray[np.uint32], int]]) -> dict[int, list[int]]:
-    """For every key, from its bucket reads (one id per shared band) and its own id (left out): the
-    distinct ids read, most shared bands first, then oldest (smallest id) first; one sort for all keys.
+def ranked_flat(
+    reads: Mapping[int, tuple[npt.NDArray[np.uint32], int]],
+) -> tuple[list[int], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """:func:`ranked_many` as flat arrays: the keys, and per id read (each key's distinct ids, ranked) the
+    index of its key in them (ascending) and the id; one sort for all keys.
 
-    >>> ranked_many({5: (np.array([7, 3, 7], np.uint32), 0), -1: (np.array([2, 2, 9], np.uint32), 9)})
-    {5: [7, 3], -1: [2]}
+    >>> keys, who, ids = ranked_flat({5: (np.array([7, 3, 7], np.uint32), 0), -1: (np.array([2, 9], np.uint32), 9)})
+    >>> keys, who.tolist(), ids.tolist()
+    ([5, -1], [0, 0, 1], [7, 3, 2])
     """
     keys = list(reads)
     sizes = np.array([reads[k][0].size for k in keys], dtype=np.int64)
     if not sizes.sum():
-        return {k: [] for k in keys}
+        return keys, np.zeros(0, np.int64), np.zeros(0, np.int64)
     ids = np.concatenate([reads[k][0] for k in keys]).astype(np.int64)
     owner = np.repeat(np.arange(len(keys)), sizes)
     own = np.array([reads[k][1] for k in keys], dtype=np.int64)
@@ -63,13 +66,54 @@ def ranked_many(reads: Mapping[int, tuple[npt.NDArray[np.uint32], int]]) -> dict
     pair, counts = np.unique((owner[keep] << 32) | ids[keep], return_counts=True)
     who, ids_u = pair >> 32, pair & 0xFFFFFFFF
     order = np.lexsort((ids_u, -counts, who))  # per key: most shared bands first, then oldest
-    who, ids_u = who[order], ids_u[order]
-    starts = np.flatnonzero(np.diff(who, prepend=-1)).tolist()
-    listed = ids_u.tolist()
-    out: dict[int, list[int]] = {k: [] for k in keys}
-    for at, a, b in zip(who[starts].tolist(), starts, [*starts[1:], len(listed)], strict=False):  # none: []
-        out[keys[at]] = listed[a:b]
+    return keys, who[order], ids_u[order]
+
+
+def ranked_many(reads: Mapping[int, tuple[npt.NDArray[np.uint32], int]]) -> dict[int, list[int]]:
+    """For every key, from its bucket reads (one id per shared band) and its own id (left out): the
+    distinct ids read, most shared bands first, then oldest (smallest id) first; one sort for all keys.
+
+    >>> ranked_many({5: (np.array([7, 3, 7], np.uint32), 0), -1: (np.array([2, 2, 9], np.uint32), 9)})
+    {5: [7, 3], -1: [2]}
+    """
+    keys, who, ids = ranked_flat(reads)
+    return dict(zip(keys, split_by(who, ids.tolist(), len(keys)), strict=True))
+
+
+def split_by(who: npt.NDArray[np.int64], values: list[int], n: int) -> list[list[int]]:
+    """``values`` (parallel to ``who``, ascending key indexes) as one list per key index 0..n-1.
+
+    >>> split_by(np.array([0, 0, 2]), [7, 3, 2], 4)
+    [[7, 3], [], [2], []]
+    """
+    out: list[list[int]] = [[] for _ in range(n)]
+    if who.size:
+        starts = np.flatnonzero(np.diff(who, prepend=-1))
+        ends = [*starts[1:].tolist(), who.size]
+        for k, a, b in zip(who[starts].tolist(), starts.tolist(), ends, strict=True):
+            out[k] = values[a:b]
     return out
+
+
+def pick_many(
+    who: npt.NDArray[np.int64], roots: npt.NDArray[np.int64], limit: int, per_cluster: int
+) -> npt.NDArray[np.int64]:
+    """:func:`pick_candidates` of many keys at once, as a set: the positions of the ids picked. ``who`` is
+    each id's key index (ascending; each key's ids ranked) and ``roots`` each id's cluster root.
+
+    >>> pick_many(np.array([0, 0, 0, 0, 1]), np.array([1, 1, 1, 2, 4]), 2, 5).tolist()
+    [0, 3, 4]
+    """
+    n = who.size
+    pos = np.arange(n, dtype=np.int64)
+    order = np.lexsort((pos, roots, who))  # each key's clusters together, ranked within
+    group, first = _runs(who[order], roots[order])
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n) - first[group]
+    cand = np.flatnonzero(rank < per_cluster)
+    cand = cand[np.lexsort((cand, rank[cand] > 0, who[cand]))]  # per key: each cluster's best, then the rest
+    group, first = _runs(who[cand])
+    return np.sort(cand[np.arange(cand.size) - first[group] < limit])
 
 
 def pick_candidates(

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-from dedupd.bounds import VERIFIED_PER_CLUSTER, Found, pick_candidates, ranked_many
+from dedupd.bounds import VERIFIED_PER_CLUSTER, Found, pick_many, ranked_flat, split_by
 from dedupd.fingerprint import Fingerprint
 from dedupd.planner import matches_of
 from dedupd.verify import agreement_pairs, jaccard_pairs
@@ -92,20 +93,23 @@ def verify_reads(
 def choose_candidates(
     gw: Gateway, reads: Mapping[int, tuple[Packed, int]]
 ) -> tuple[dict[int, list[int]], dict[int, int], dict[int, set[int]]]:
-    """The distinct ids read by each key (ranked: bounds.ranked_many), the cluster roots of all of them when
+    """The distinct ids read by each key (ranked: bounds.ranked_flat), the cluster roots of all of them when
     a key read more than ``VERIFIED_PER_CLUSTER`` (one lookup; the alerts' unions need most of them after),
-    and the candidates to verify by key (bounds.pick_candidates)."""
+    and the candidates to verify by key (bounds.pick_many: pick_candidates of every key at once)."""
     limit = gw.bounds.max_candidates
-    ranks = ranked_many(reads)
+    keys, who, ids = ranked_flat(reads)
+    listed = ids.tolist()
+    ranks = dict(zip(keys, split_by(who, listed, len(keys)), strict=True))
     few = min(limit, VERIFIED_PER_CLUSTER)
-    crowded = any(len(ids) > few for ids in ranks.values())  # then every id read (one lookup serves all)
-    distinct = list(dict.fromkeys(n for ids in ranks.values() for n in ids)) if crowded else []
-    root_of = dict(zip(distinct, gw.roots(distinct), strict=True))
-    out: dict[int, set[int]] = {}
-    for k, ids in ranks.items():
-        if ids:
-            roots = [root_of[n] for n in ids] if len(ids) > few else None
-            out[k] = set(pick_candidates(ids, roots, limit, VERIFIED_PER_CLUSTER))
+    root_of: dict[int, int] = {}
+    picked = listed
+    if ids.size and int(np.bincount(who).max()) > few:  # then every id read (one lookup serves all)
+        distinct = np.unique(ids)
+        roots = np.array(gw.roots(distinct.tolist()), dtype=np.int64)
+        root_of = dict(zip(distinct.tolist(), roots.tolist(), strict=True))
+        at = pick_many(who, roots[np.searchsorted(distinct, ids)], limit, VERIFIED_PER_CLUSTER)
+        who, picked = who[at], ids[at].tolist()
+    out = {keys[k]: set(c) for k, c in enumerate(split_by(who, picked, len(keys))) if c}
     return ranks, root_of, out
 
 
@@ -124,6 +128,37 @@ def further_candidates(got: Verification, limit: int) -> dict[int, set[int]]:
     return out
 
 
+def _pairs(
+    keys: list[int], candidates: Mapping[int, set[int]]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The (row, row) pairs to compare: each key with each of its candidates other than itself, both as rows
+    of ``keys`` (a key or a candidate not in it is left out).
+
+    >>> [a.tolist() for a in _pairs([4, 9, 2], {9: {4, 9, 5}, 7: {2}})]
+    [[1], [0]]
+    """
+    ks = list(candidates)
+    sizes = [len(candidates[k]) for k in ks]
+    cand = np.fromiter(chain.from_iterable(candidates[k] for k in ks), dtype=np.int64, count=sum(sizes))
+    key = np.repeat(np.array(ks, dtype=np.int64), sizes)
+    table = np.array(keys, dtype=np.int64)
+    order = np.argsort(table, kind="stable")
+    left, right = _rows(table, order, key), _rows(table, order, cand)
+    ok = np.flatnonzero((cand != key) & (left >= 0) & (right >= 0))
+    return left[ok], right[ok]
+
+
+def _rows(
+    table: npt.NDArray[np.int64], order: npt.NDArray[np.int64], nums: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """The row of each of ``nums`` in ``table`` (``order`` sorts it), -1 for one not in it."""
+    if not table.size:
+        return np.full(nums.size, -1, dtype=np.int64)
+    at = np.minimum(np.searchsorted(table, nums, sorter=order), table.size - 1)
+    rows = order[at]
+    return np.where(table[rows] == nums, rows, -1)
+
+
 def verify_candidates(
     gw: Gateway, own: Mapping[int, tuple[str, Fingerprint]], candidates: Mapping[int, set[int]]
 ) -> tuple[dict[int, list[Found]], dict[int, Fingerprint]]:
@@ -139,35 +174,19 @@ def verify_candidates(
         By key, the verified matches at or above the index's threshold, best first (keys without any left
         out); and the fingerprint of every document a pair named, by key.
     """
-    named = {c for found in candidates.values() for c in found}
+    named: set[int] = set().union(*candidates.values())
     wanted = named - own.keys()
     others = gw.load_records(wanted) if wanted else {}
     # only the documents some pair names: the checked ones with candidates, and their candidates
     fps = {k: own[k] for k in (named | candidates.keys()) & own.keys()}
     fps.update((n, (rec.doc_id, rec.fingerprint)) for n, rec in others.items() if rec is not None)
-    rows = {n: i for i, n in enumerate(fps)}
-    left: list[int] = []
-    right: list[int] = []
-    for k, found in candidates.items():
-        at = rows.get(k)
-        if at is None:
-            continue
-        for c in found:
-            if c != k and (other := rows.get(c)) is not None:
-                left.append(at)
-                right.append(other)
-    table = list(fps.values())
-    sims = similarities(
-        [fp for _, fp in table],
-        np.array(left, dtype=np.int64),
-        np.array(right, dtype=np.int64),
-        gw.spec.verify,
-    )
     keys = list(fps)
+    left, right = _pairs(keys, candidates)
+    table = list(fps.values())
+    sims = similarities([fp for _, fp in table], left, right, gw.spec.verify)
     by_key: dict[int, list[Found]] = {}
     passed = np.flatnonzero(sims >= gw.spec.threshold)
-    for at, sim in zip(passed.tolist(), sims[passed].tolist(), strict=True):
-        c = right[at]
-        by_key.setdefault(keys[left[at]], []).append((table[c][0], sim, keys[c]))
+    for a, c, sim in zip(left[passed].tolist(), right[passed].tolist(), sims[passed].tolist(), strict=True):
+        by_key.setdefault(keys[a], []).append((table[c][0], sim, keys[c]))
     out = {k: matches_of(found, gw.spec.threshold) for k, found in by_key.items()}
     return out, {k: fp for k, (_, fp) in fps.items()}

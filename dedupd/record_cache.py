@@ -10,6 +10,7 @@ entries go first. Safe to share between threads (a daemon writes one batch while
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 
 from dedupd.fingerprint import Fingerprinter
@@ -35,7 +36,9 @@ class DecodedRecords:
 
     def __init__(self, max_bytes: int = MAX_BYTES, max_entry_bytes: int = MAX_ENTRY_BYTES) -> None:
         self.max_bytes, self.max_entry_bytes = max_bytes, max_entry_bytes
-        self._kept: dict[int, tuple[bytes, Record]] = {}
+        # oldest first; each with its size (_size). An OrderedDict: dropping the oldest is O(1), where a dict's
+        # next(iter(...)) walks past every slot deleted before it (a flood drops one per document)
+        self._kept: OrderedDict[int, tuple[bytes, Record, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
@@ -85,15 +88,16 @@ class DecodedRecords:
         return self._bytes
 
     def _keep(self, num: int, blob: bytes, record: Record) -> None:
-        self._kept[num] = (blob, record)
-        self._bytes += _size(blob, record)
+        size = _size(blob, record)
+        self._kept[num] = (blob, record, size)
+        self._bytes += size
         while self._bytes > self.max_bytes:
-            self._forget(next(iter(self._kept)))
+            self._bytes -= self._kept.popitem(last=False)[1][2]
 
     def _forget(self, num: int) -> None:
         kept = self._kept.pop(num, None)
         if kept is not None:
-            self._bytes -= _size(*kept)
+            self._bytes -= kept[2]
 
 
 def _size(blob: bytes, record: Record) -> int:

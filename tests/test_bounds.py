@@ -13,6 +13,7 @@ from dedupd.bounds import (
     eviction_rows,
     nearest_earlier,
     pick_candidates,
+    pick_many,
     ranked_many,
     shared_entries,
 )
@@ -44,6 +45,26 @@ def test_pick_candidates_keeps_every_cluster_it_can(root_list: list[int], limit:
     for root in set(distinct[: min(limit, len(distinct))]):  # each by its best-ranked candidate
         best = next(n for n in ids if root_of[n] == root)
         assert best in picked
+
+
+@given(
+    st.lists(st.lists(st.integers(0, 6), max_size=30), min_size=1, max_size=8),
+    st.integers(1, 20),
+    st.integers(1, 6),
+)
+def test_pick_many_picks_what_pick_candidates_picks_for_each_key(
+    root_lists: list[list[int]], limit: int, per: int
+) -> None:
+    who = np.repeat(np.arange(len(root_lists)), [len(r) for r in root_lists])
+    roots = np.array([x for r in root_lists for x in r], dtype=np.int64)
+    at = pick_many(who, roots, limit, per).tolist()
+    assert at == sorted(set(at))
+    start = 0
+    for k, root_list in enumerate(root_lists):
+        positions = list(range(start, start + len(root_list)))  # ranked order: best first
+        expected = set(pick_candidates(positions, root_list, limit, per))
+        assert {p for p in at if who[p] == k} == expected
+        start += len(root_list)
 
 
 def test_pick_candidates_under_the_limit_takes_all_without_roots() -> None:

@@ -235,19 +235,19 @@ def test_a_batch_over_one_bucket_call_reads_what_one_call_would(r: redis.Redis, 
     push(r, [{"id": f"copy-{i}", "text": variant(rng, base, 1)} for i in range(n)])
     daemon = make_daemon(redis_url, batch_size=n, max_candidates=1000)
     counts: dict[int, set[int]] = {}
-    real = matching.ranked_many
+    real = matching.ranked_flat
 
     def counting(reads):  # type: ignore[no-untyped-def]
-        ranks = real(reads)
-        for key, ids in ranks.items():
-            counts.setdefault(key, set()).update(ids)
-        return ranks
+        keys, who, ids = real(reads)
+        for at, n in zip(who.tolist(), ids.tolist(), strict=True):
+            counts.setdefault(keys[at], set()).add(n)
+        return keys, who, ids
 
-    matching.ranked_many = counting  # type: ignore[assignment]
+    matching.ranked_flat = counting  # type: ignore[assignment]
     try:
         drain(daemon)
     finally:
-        matching.ranked_many = real  # type: ignore[assignment]
+        matching.ranked_flat = real  # type: ignore[assignment]
     assert len(counts) == n - 1
     # one batch: what a document reads is the nearest earlier copy per band (bounds.batch_predecessors)
     assert max(len(ids) for ids in counts.values()) <= 25, sorted(len(ids) for ids in counts.values())[-10:]
