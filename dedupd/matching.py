@@ -46,11 +46,10 @@ def similarities(
 @dataclass(slots=True)
 class Verification:
     """What verifying some keys' bucket reads found: by key, the verified matches (best first; keys without
-    any left out), the candidates verified and the distinct ids read (ranked); the fingerprint of every
-    document a pair named, by key; the cluster roots looked up, by integer id."""
+    any left out), the candidates verified and the distinct ids read (ranked); the cluster roots looked up,
+    by integer id."""
 
     matches: dict[int, list[Found]] = field(default_factory=dict)
-    fingerprints: dict[int, Fingerprint] = field(default_factory=dict)
     candidates: dict[int, set[int]] = field(default_factory=dict)
     read: dict[int, list[int]] = field(default_factory=dict)
     roots: dict[int, int] = field(default_factory=dict)
@@ -60,7 +59,6 @@ class Verification:
         for k, found in other.matches.items():
             merged = {m[2]: m for m in [*self.matches.get(k, ()), *found]}  # a candidate verified twice once
             self.matches[k] = matches_of(list(merged.values()), 0.0)  # all verified: best first
-        self.fingerprints.update(other.fingerprints)
         for k, picked in other.candidates.items():
             self.candidates[k] = self.candidates.get(k, set()) | picked
         for k, ids in other.read.items():
@@ -82,11 +80,10 @@ def verify_reads(
     if not reads:
         return got
     got.read, got.roots, got.candidates = choose_candidates(gw, reads)
-    got.matches, got.fingerprints = verify_candidates(gw, own, got.candidates)
+    got.matches = verify_candidates(gw, own, got.candidates)
     more = further_candidates(got, gw.bounds.max_candidates)
     if more:
-        found, fps = verify_candidates(gw, own, more)
-        got.add(Verification(found, fps, more))
+        got.add(Verification(verify_candidates(gw, own, more), more))
     return got
 
 
@@ -161,7 +158,7 @@ def _rows(
 
 def verify_candidates(
     gw: Gateway, own: Mapping[int, tuple[str, Fingerprint]], candidates: Mapping[int, set[int]]
-) -> tuple[dict[int, list[Found]], dict[int, Fingerprint]]:
+) -> dict[int, list[Found]]:
     """Verify candidates in one exchange and one compiled call.
 
     Args:
@@ -172,7 +169,7 @@ def verify_candidates(
 
     Returns:
         By key, the verified matches at or above the index's threshold, best first (keys without any left
-        out); and the fingerprint of every document a pair named, by key.
+        out).
     """
     named: set[int] = set().union(*candidates.values())
     wanted = named - own.keys()
@@ -188,5 +185,11 @@ def verify_candidates(
     passed = np.flatnonzero(sims >= gw.spec.threshold)
     for a, c, sim in zip(left[passed].tolist(), right[passed].tolist(), sims[passed].tolist(), strict=True):
         by_key.setdefault(keys[a], []).append((table[c][0], sim, keys[c]))
-    out = {k: matches_of(found, gw.spec.threshold) for k, found in by_key.items()}
-    return out, {k: fp for k, (_, fp) in fps.items()}
+    for found in by_key.values():  # best first, ties by id (as planner.matches_of orders them)
+        if len(found) > 1:
+            found.sort(key=_best_first)
+    return by_key
+
+
+def _best_first(m: Found) -> tuple[float, str]:
+    return -m[1], m[0]

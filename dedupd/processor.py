@@ -482,7 +482,6 @@ class Processor:
         by_key = {key: i for i, key in key_of.items()}
         return Verification(
             {by_key[k]: m for k, m in got.matches.items()},
-            got.fingerprints,
             {by_key[k]: c for k, c in got.candidates.items()},
             {by_key[k]: r for k, r in got.read.items()},
             got.roots,
@@ -506,14 +505,17 @@ class Processor:
         out: dict[int, tuple[Packed, int]] = {}
         for i, earlier in neighbours.items():
             num = run.steps[i].num
-            seen = got.candidates.get(num, _NO_IDS_SET)
-            full = _full_clusters(seen, roots) if len(seen) >= VERIFIED_PER_CLUSTER else _NO_IDS_SET
             ids = earlier.tolist()
-            drop = {w for w in set(ids) if w in seen or (full and not full.isdisjoint(joins(w)))}
-            if drop:
-                earlier = np.array([w for w in ids if w not in drop], dtype=np.uint32)
-            if earlier.size:
-                out[num] = (earlier, num)
+            seen = got.candidates.get(num, _NO_IDS_SET)
+            distinct = set(ids)  # (a read repeats: one per band)
+            rest = distinct.difference(seen)
+            if rest and len(seen) >= VERIFIED_PER_CLUSTER and (full := _full_clusters(seen, roots)):
+                rest = {w for w in rest if full.isdisjoint(joins(w))}
+            if not rest:
+                continue
+            if len(rest) < len(distinct):
+                earlier = np.array([w for w in ids if w in rest], dtype=np.uint32)
+            out[num] = (earlier, num)
         return out
 
     def _look_further(
