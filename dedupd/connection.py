@@ -238,11 +238,13 @@ def is_cluster(client: Any) -> bool:
 class ScriptPipeline:
     """A non-transactional pipeline that also takes script calls, for a single Redis or a Redis Cluster.
 
-    On a single Redis this is redis-py's pipeline with ``Script`` objects, as before. redis-py's cluster
-    pipeline refuses ``evalsha``, so on a Redis Cluster each call is queued as a raw ``EVALSHA`` (routed
-    by its keys' slot, one round trip per node); a ``NOSCRIPT`` reply (a node that has not seen the script:
-    new, restarted, or a replica just promoted) loads the script on every primary and runs that call again
-    (it did not run). Other errors are raised after the whole pipeline has run.
+    Each call is queued as a raw ``EVALSHA`` (on a Redis Cluster routed by its keys' slot, one round trip per
+    node: redis-py's cluster pipeline refuses ``evalsha``). redis-py's own pipeline of ``Script`` objects
+    asks ``SCRIPT EXISTS`` before every execute, a round trip more each time. Instead a ``NOSCRIPT`` reply
+    (a server that has not seen the script: new, restarted, flushed, or a replica just promoted) loads the
+    script (on every primary) and runs that call again (it did not run), after the calls that did: the
+    calls one pipeline holds are independent of each other. Other errors are raised after the whole pipeline
+    has run.
     """
 
     def __init__(self, client: Any) -> None:
@@ -256,25 +258,17 @@ class ScriptPipeline:
 
     def script(self, script: Any, keys: list[Any], args: list[Any]) -> None:
         """Queue one call of a registered ``Script``."""
-        if not self.cluster:
-            script(keys=keys, args=args, client=self.pipe)
-            return
-        self._scripts[len(self.pipe)] = (script, list(keys), list(args))
-        # the node from the client's slot map: without it redis-py's cluster pipeline asks the server for
-        # the keys of each EVALSHA (COMMAND GETKEYS, one round trip per call); a stale map gets MOVED, followed
-        self.pipe.execute_command(
-            "EVALSHA",
-            script.sha,
-            len(keys),
-            *keys,
-            *args,
-            target_nodes=self.client.get_node_from_key(keys[0]),
-        )
+        self._scripts[len(self.pipe)] = (script, keys, args)  # (callers build them for this call)
+        self.pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args, **self._target(keys))
+
+    def _target(self, keys: list[Any]) -> dict[str, Any]:
+        """On a Redis Cluster, the node from the client's slot map: without it redis-py's cluster pipeline
+        asks the server for the keys of each EVALSHA (COMMAND GETKEYS, one round trip per call); a stale map
+        gets MOVED, followed."""
+        return {"target_nodes": self.client.get_node_from_key(keys[0])} if self.cluster else {}
 
     def execute(self) -> list[Any]:
         """Run everything queued; the replies in order."""
-        if not self.cluster:
-            return self.pipe.execute()  # type: ignore[no-any-return]
         calls, self._scripts = self._scripts, {}
         replies: list[Any] = self.pipe.execute(raise_on_error=False)
         redo = [
@@ -286,14 +280,7 @@ class ScriptPipeline:
             again = self.client.pipeline(transaction=False)
             for i in redo:
                 script, keys, args = calls[i]
-                again.execute_command(
-                    "EVALSHA",
-                    script.sha,
-                    len(keys),
-                    *keys,
-                    *args,
-                    target_nodes=self.client.get_node_from_key(keys[0]),
-                )
+                again.execute_command("EVALSHA", script.sha, len(keys), *keys, *args, **self._target(keys))
             for i, reply in zip(redo, again.execute(raise_on_error=False), strict=True):
                 replies[i] = reply
         for reply in replies:
