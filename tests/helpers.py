@@ -127,3 +127,29 @@ def handle_at_once(jobs: list[tuple[Daemon, list[Any]]]) -> None:
         t.start()
     for t in threads:
         t.join(timeout=30)
+
+
+class FailOnce:
+    """A registered redis-py ``Script`` whose next use fails before anything is sent (a node down, a
+    connection lost), then the real one: a call, or a call queued in a connection.ScriptPipeline (which reads
+    the script's sha to send EVALSHA)."""
+
+    def __init__(self, real: Any, message: str = "the node of these buckets is down") -> None:
+        self.__dict__.update(real=real, armed=True, message=message)
+
+    def _trip(self) -> None:
+        if self.__dict__["armed"]:
+            self.__dict__["armed"] = False
+            raise redis.ConnectionError(self.__dict__["message"])
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "sha":
+            self._trip()
+        return getattr(self.__dict__["real"], name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self.__dict__["real"], name, value)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self._trip()
+        return self.__dict__["real"](*args, **kwargs)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import redis
 import redis.cluster
-from helpers import drain, push, text
+from helpers import FailOnce, drain, push, text
 from test_cluster import Cluster, _running_cluster
 
 from dedupd.daemon import Daemon
@@ -27,30 +27,6 @@ K = Keys()
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     yield from _running_cluster(tmp_path_factory, "records")
-
-
-class FailOnce:
-    """A registered script whose next call fails before it is sent (the node of those buckets is down)."""
-
-    def __init__(self, real: Any) -> None:
-        self.__dict__.update(real=real, armed=True)
-
-    def _trip(self) -> None:
-        if self.__dict__["armed"]:
-            self.__dict__["armed"] = False
-            raise redis.ConnectionError("the node of these buckets is down")
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "sha":  # a Redis Cluster pipeline sends EVALSHA with it
-            self._trip()
-        return getattr(self.__dict__["real"], name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        setattr(self.__dict__["real"], name, value)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        self._trip()
-        return self.__dict__["real"](*args, **kwargs)
 
 
 def memberships(client: Any, gen: int) -> Counter[int]:

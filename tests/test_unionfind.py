@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 import redis
-from helpers import alerts, drain, make_daemon, push, text, variant
+from helpers import FailOnce, alerts, drain, make_daemon, push, text, variant
 
 from dedupd.gateway import Gateway
 from dedupd.keys import Keys
@@ -55,16 +55,7 @@ def test_deleting_every_document_of_clusters_leaves_nothing_of_them(r: redis.Red
     push(r, [{"id": i, "op": "delete"} for i in order[:20]])
     drain(daemon)
     # a delete whose union-find step fails once (a connection lost after the record and buckets went)
-    real = daemon.gateway._forget
-    calls = [0]
-
-    def flaky(*args: object, **kwargs: object) -> object:
-        calls[0] += 1
-        if calls[0] == 1:
-            raise redis.ConnectionError("lost")
-        return real(*args, **kwargs)
-
-    daemon.gateway._forget = flaky  # type: ignore[method-assign]
+    daemon.gateway._forget = FailOnce(daemon.gateway._forget, "lost")
     push(r, [{"id": i, "op": "delete"} for i in order[20:]])
     with pytest.raises(redis.ConnectionError):
         drain(daemon)

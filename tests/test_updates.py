@@ -5,12 +5,11 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
-from typing import Any
 
 import numpy as np
 import pytest
 import redis
-from helpers import alerts, drain, handle_at_once, make_daemon, pending, push, text
+from helpers import FailOnce, alerts, drain, handle_at_once, make_daemon, pending, push, text
 from redis.crc import key_slot
 
 from dedupd.buckets import ClusterEncoding
@@ -113,16 +112,7 @@ def as_on_a_cluster(daemon: Daemon) -> None:
 
 def fail_buckets_once(daemon: Daemon) -> None:
     """The next bucket step fails (a node down, a failover) after the records were written."""
-    gw = daemon.gateway
-    real, calls = gw._buckets, [0]
-
-    def failing(*args: Any, **kwargs: Any) -> Any:
-        calls[0] += 1
-        if calls[0] == 1:
-            raise redis.ConnectionError("the node of these buckets is down")
-        return real(*args, **kwargs)
-
-    gw._buckets = failing  # type: ignore[method-assign]
+    daemon.gateway._buckets = FailOnce(daemon.gateway._buckets)
 
 
 def leaving_keys(r: redis.Redis) -> list[bytes]:
