@@ -461,7 +461,7 @@ def measure(args: argparse.Namespace, redis_exe: str, workdir: Path) -> dict[str
         verdict = "PASS" if met else ("FAIL" if met is not None else "UNKNOWN")
         print(f"    {verdict:7s} {name:36s} {figure}")
     return {
-        "commit": git_commit(),
+        "commit": git_commit(args.dedupd),
         "settings": {
             k: getattr(args, k)
             for k in (
@@ -497,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
                 "redis-server is not installed (apt-get install redis-server) or pass --redis-server"
             )
         log(
-            f"dedupd at commit {git_commit()} ({args.dedupd}); {os.cpu_count()} CPUs, "
+            f"dedupd at commit {git_commit(args.dedupd)} ({args.dedupd}); {os.cpu_count()} CPUs, "
             f"load average {os.getloadavg()[0]:.2f}; work dir {workdir}"
         )
         report = measure(args, redis_exe, workdir)

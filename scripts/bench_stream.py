@@ -622,18 +622,22 @@ def check_targets(corpus: Corpus, rows: dict[str, dict[str, Any]]) -> dict[str, 
 
 
 # ----------------------------------------------------------------------------- main
-def git_commit() -> str:
-    """The commit the daemons run (with ``+dirty`` when dedupd/ has uncommitted changes)."""
+def git_commit(dedupd: str | None = None) -> str:
+    """The commit the daemons run (with ``+dirty`` when dedupd/ has uncommitted changes): that of the git
+    checkout holding the ``dedupd`` executable (``--dedupd``, e.g. another worktree's ``.venv/bin/dedupd``),
+    this one's when it is None or in no checkout; 'unknown' when git cannot tell."""
+    repo = _checkout_of(Path(dedupd)) if dedupd else None
+    repo = repo or REPO
     try:
         head = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+            ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
             check=False,
             capture_output=True,
             text=True,
             timeout=10,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "-C", str(REPO), "status", "--porcelain", "--", "dedupd"],
+            ["git", "-C", str(repo), "status", "--porcelain", "--", "dedupd"],
             check=False,
             capture_output=True,
             text=True,
@@ -642,6 +646,14 @@ def git_commit() -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (head or "unknown") + ("+dirty" if dirty else "")
+
+
+def _checkout_of(path: Path) -> Path | None:
+    """The nearest directory above ``path`` holding a ``.git`` (a checkout, or a worktree's file), if any."""
+    for parent in Path(os.path.abspath(path)).parents:
+        if (parent / ".git").exists():
+            return parent
+    return None
 
 
 def int_list(text: str) -> list[int]:
@@ -727,12 +739,12 @@ def main(argv: list[str] | None = None) -> int:
         with FreshRedis(redis_exe, workdir) as server:
             version = server.client.info("server")["redis_version"]
         log(
-            f"dedupd at commit {git_commit()}; redis-server {version}, a fresh one on a free loopback port for every measured run "
+            f"dedupd at commit {git_commit(args.dedupd)}; redis-server {version}, a fresh one on a free loopback port for every measured run "
             f"(--save '' --appendonly no); {os.cpu_count()} CPUs, "
             f"load average {os.getloadavg()[0]:.2f}"
         )
         report = {
-            "commit": git_commit(),
+            "commit": git_commit(args.dedupd),
             "redis_version": version,
             "cpus": os.cpu_count(),
             "python": platform.python_version(),

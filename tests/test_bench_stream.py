@@ -122,3 +122,25 @@ def test_replay_buckets_reproduces_the_recorded_run(tmp_path: Path) -> None:
         proc.wait()
     hits = [i for i, packed in enumerate(found) if packed]
     assert hits == list(range(9, 120, 10))
+
+
+def test_the_commit_reported_is_that_of_the_dedupd_run(tmp_path: Path) -> None:
+    """With --dedupd from another checkout (a worktree of an older commit, as the benchmarks compare), the
+    report names that checkout's commit, not this one's."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import bench_stream
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    other = tmp_path / "other"
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t"}
+    env["GIT_COMMITTER_EMAIL"] = "t@t"
+    for cmd in (["init", "-q", str(other)], ["-C", str(other), "commit", "-q", "--allow-empty", "-m", "x"]):
+        subprocess.run(["git", *cmd], check=True, env=env)
+    head = subprocess.run(
+        ["git", "-C", str(other), "rev-parse", "--short", "HEAD"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    (other / ".venv" / "bin").mkdir(parents=True)
+    assert bench_stream.git_commit(str(other / ".venv" / "bin" / "dedupd")) == head
+    assert bench_stream.git_commit(None) == bench_stream.git_commit(str(REPO / ".venv" / "bin" / "dedupd"))
+    assert bench_stream.git_commit(None) != head
