@@ -4,7 +4,9 @@ In a flood of copies every copy verifies the same few recent copies, so each rec
 times as it has later copies: decoding it (its signature densified, a short document's MinHash recomputed)
 once is enough. The key is the exact bytes read, so a record changed by anyone decodes anew: the cache can
 never answer with another version than the one Redis holds. Bounded in bytes and entries; the oldest
-entries go first. Safe to share between threads (a daemon writes one batch while it verifies the last).
+entries go first. A record kept holds arrays of its own: a batch's fingerprints (computed or decoded
+together) are slices of the batch's arrays, and one slice kept would keep the whole of them. Safe to share
+between threads (a daemon writes one batch while it verifies the last).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from dedupd.fingerprint import Fingerprinter
+from dedupd.fingerprint import Fingerprint, Fingerprinter
 from dedupd.record import Record, decode_records
 
 MAX_BYTES = 8 << 20  # bytes of the records kept: stored bytes and decoded arrays (see _size)
@@ -63,21 +65,34 @@ class DecodedRecords:
                     todo_blobs.append(blob)
         if todo_nums:
             decoded = decode_records(todo_nums, todo_blobs, fingerprinter)
+            owning = {
+                num: _owning(record)  # (decoded together: views of the arrays of all of them)
+                for num, blob in zip(todo_nums, todo_blobs, strict=True)
+                if (record := decoded[num]) is not None
+                and blob is not None
+                and len(blob) <= self.max_entry_bytes
+            }
             with self._lock:
                 for num, blob in zip(todo_nums, todo_blobs, strict=True):
-                    out[num] = record = decoded[num]
                     self._forget(num)
-                    if record is not None and blob is not None and len(blob) <= self.max_entry_bytes:
+                    out[num] = owning.get(num, decoded[num])
+                    if blob is not None and (record := owning.get(num)) is not None:
                         self._keep(num, blob, record)
         return out
 
     def remember(self, num: int, blob: bytes, record: Record) -> None:
         """Keep a record this process has just written (``blob``, as stored) without decoding it: in a flood,
-        the next batch's copies verify the copies of this one."""
+        the next batch's copies verify the copies of this one. Its arrays are copied when they are views (a
+        batch's fingerprints are slices of the batch's arrays: kept as they are, one record would hold its
+        whole batch's arrays, beyond what the bound counts)."""
+        if len(blob) > self.max_entry_bytes:
+            with self._lock:
+                self._forget(num)
+            return
+        record = _owning(record)
         with self._lock:
             self._forget(num)
-            if len(blob) <= self.max_entry_bytes:
-                self._keep(num, blob, record)
+            self._keep(num, blob, record)
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -98,6 +113,16 @@ class DecodedRecords:
         kept = self._kept.pop(num, None)
         if kept is not None:
             self._bytes -= kept[2]
+
+
+def _owning(record: Record) -> Record:
+    """``record`` with a fingerprint whose arrays own their memory (copies of those that are views)."""
+    fp = record.fingerprint
+    if all(a is None or a.base is None for a in (fp.shingles, fp.signature, fp.raw, fp.hashes)):
+        return record
+    hashes = None if fp.hashes is None else fp.hashes.copy()
+    copied = Fingerprint(fp.shingles.copy(), fp.signature.copy(), fp.tail, fp.n_units, fp.raw.copy(), hashes)
+    return Record(record.num, record.doc_id, copied, record.entry_id, record.source)
 
 
 def _size(blob: bytes, record: Record) -> int:

@@ -201,8 +201,50 @@ def test_a_remembered_written_record_reads_as_its_decoding_would(minhash: str, e
         cache.remember(n, blob, Record(n, f"d{n}", fp, f"{n}-0", "feed"))
         got = cache.decode([n], [bytes(blob)], fpr)[n]
         decoded = decode_records([n], [blob], fpr)[n]
-        assert got is not None and decoded is not None and got.fingerprint is fp  # no decode
+        assert got is not None and decoded is not None
+        assert cache.decode([n], [blob], fpr)[n] is got  # kept: no decode
+        same(fp, got.fingerprint, True)  # the computed fingerprint (its arrays copied: test below)
         same(fp, decoded.fingerprint, exact)
         assert (got.doc_id, got.entry_id, got.source) == (decoded.doc_id, decoded.entry_id, decoded.source)
         other = encode_record(f"d{n}", fpr.compute([text + " changed"])[0], f"{n}-1", None, exact)
         assert cache.decode([n], [other], fpr)[n].entry_id == f"{n}-1"  # type: ignore[union-attr]
+
+
+def test_a_remembered_record_holds_its_own_arrays_not_its_batchs() -> None:
+    """A batch's fingerprints are slices of the batch's arrays; the cache keeps a record for many batches, so a
+    remembered one must not keep its whole batch's arrays alive (bytes the bound does not count: 3.3x the
+    bound on the Debian descriptions before this)."""
+    import gc
+    import weakref
+
+    fpr = Fingerprinter(IndexSpec("word:3", 64, 7, 16, 4), keep_shingles=True)
+    texts = [f"text number {i} of a batch whose arrays are shared by all its documents" for i in range(50)]
+    fps = fpr.compute(texts)
+    batch_arrays = {id(a.base): weakref.ref(a.base) for a in (fps[0].shingles, fps[0].signature, fps[0].raw)}
+    assert all(ref() is not None for ref in batch_arrays.values())  # views indeed
+    blob = encode_record("d0", fps[0], "1-0", None, True)
+    cache = DecodedRecords()
+    cache.remember(7, blob, Record(7, "d0", fps[0], "1-0"))
+    kept = cache.decode([7], [blob], fpr)[7]
+    assert kept is not None
+    assert kept.fingerprint.shingles.tolist() == fps[0].shingles.tolist()
+    assert kept.fingerprint.signature.tolist() == fps[0].signature.tolist()
+    del fps
+    gc.collect()
+    assert all(ref() is None for ref in batch_arrays.values())  # the batch's arrays are gone
+    assert cache.decode([7], [blob], fpr)[7] is kept  # and the record is still kept
+
+
+def test_records_decoded_together_are_kept_with_arrays_of_their_own() -> None:
+    fpr = Fingerprinter(IndexSpec("word:3", 64, 7, 16, 4), keep_shingles=True)
+    texts = [text_of(200, i) for i in range(5)]
+    blobs = [encode_record(f"d{i}", fp, f"{i}-0", None, True) for i, fp in enumerate(fpr.compute(texts))]
+    cache = DecodedRecords()
+    got = cache.decode(list(range(5)), blobs, fpr)
+    for i in range(5):
+        record = got[i]
+        assert record is not None and cache.decode([i], [blobs[i]], fpr)[i] is record  # kept
+        fp = record.fingerprint
+        assert all(
+            a is None or not isinstance(a.base, np.ndarray) for a in (fp.shingles, fp.signature, fp.raw)
+        )
