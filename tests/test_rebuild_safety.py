@@ -94,7 +94,7 @@ def test_abort_during_a_rebuild_leaves_the_current_generation_serving(r: redis.R
     """`dedupd rebuild --abort` while a `dedupd rebuild --shingle word:2` runs: once both have exited, the index
     still has its original parameters, no rebuild is in progress, and a daemon started with the ORIGINAL
     parameters serves it: copies of indexed documents alert against them."""
-    docs, daemon = _index(r, procs, 6000, 402)
+    docs, daemon = _index(r, procs, 12000, 402)  # a replay long enough to meet the abort
     rebuild = procs.start("rebuild", "--shingle", "word:2", "--wait", "30")
     wait_rebuild_begun(rebuild, daemon)  # it now re-indexes the stream's history
     # the daemon stops answering (its heartbeat lives on): the rebuild cannot switch before it pauses, so the
