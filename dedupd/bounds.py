@@ -10,13 +10,14 @@ as many different documents cost. Four bounds keep it so:
   through the newer ones; deleting old documents (retention by age) takes nothing from the buckets;
 - at most ``max_candidates`` candidates of a document are verified, chosen so that every distinct cluster
   among them is represented, and at most ``VERIFIED_PER_CLUSTER`` of each cluster at first
-  (:func:`pick_candidates`; matching.verify_reads verifies more of a cluster none of these matched);
+  (:func:`pick_many`; matching.verify_reads verifies more of a cluster none of these matched);
 - a document is unioned with one match per distinct cluster root (unionfind.UNION_ROOTS);
 - an alert names at most ``max_matches`` matches, plus the best match of every distinct earlier cluster the
   document joins (:func:`alert_matches`).
 
-    >>> ranked_many({1: (np.array([7, 3, 7, 9, 3, 7], dtype=np.uint32), 9)})
-    {1: [7, 3]}
+    >>> keys, who, ids = ranked_flat({1: (np.array([7, 3, 7, 9, 3, 7], dtype=np.uint32), 9)})
+    >>> ids.tolist()
+    [7, 3]
 """
 
 from __future__ import annotations
@@ -48,8 +49,9 @@ class Bounds:
 def ranked_flat(
     reads: Mapping[int, tuple[npt.NDArray[np.uint32], int]],
 ) -> tuple[list[int], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """:func:`ranked_many` as flat arrays: the keys, and per id read (each key's distinct ids, ranked) the
-    index of its key in them (ascending) and the id; one sort for all keys.
+    """For every key, from its bucket reads (one id per shared band) and its own id (left out): the distinct
+    ids read, most shared bands first, then oldest (smallest id) first, as flat arrays: the keys, and per id
+    read the index of its key in them (ascending) and the id; one sort for all keys.
 
     >>> keys, who, ids = ranked_flat({5: (np.array([7, 3, 7], np.uint32), 0), -1: (np.array([2, 9], np.uint32), 9)})
     >>> keys, who.tolist(), ids.tolist()
@@ -67,17 +69,6 @@ def ranked_flat(
     who, ids_u = pair >> 32, pair & 0xFFFFFFFF
     order = np.lexsort((ids_u, -counts, who))  # per key: most shared bands first, then oldest
     return keys, who[order], ids_u[order]
-
-
-def ranked_many(reads: Mapping[int, tuple[npt.NDArray[np.uint32], int]]) -> dict[int, list[int]]:
-    """For every key, from its bucket reads (one id per shared band) and its own id (left out): the
-    distinct ids read, most shared bands first, then oldest (smallest id) first; one sort for all keys.
-
-    >>> ranked_many({5: (np.array([7, 3, 7], np.uint32), 0), -1: (np.array([2, 2, 9], np.uint32), 9)})
-    {5: [7, 3], -1: [2]}
-    """
-    keys, who, ids = ranked_flat(reads)
-    return dict(zip(keys, split_by(who, ids.tolist(), len(keys)), strict=True))
 
 
 def split_by(who: npt.NDArray[np.int64], values: list[int], n: int) -> list[list[int]]:
@@ -98,8 +89,11 @@ def split_by(who: npt.NDArray[np.int64], values: list[int], n: int) -> list[list
 def pick_many(
     who: npt.NDArray[np.int64], roots: npt.NDArray[np.int64], limit: int, per_cluster: int
 ) -> npt.NDArray[np.int64]:
-    """:func:`pick_candidates` of many keys at once, as a set: the positions of the ids picked. ``who`` is
-    each id's key index (ascending; each key's ids ranked) and ``roots`` each id's cluster root.
+    """At most ``limit`` of each key's ranked candidate ids to verify, as a set of positions: the
+    best-ranked id of each distinct cluster root first (the best-ranked clusters' when there are more than
+    ``limit``), then the best-ranked others, at most ``per_cluster`` of a root in all; for all keys at once.
+    ``who`` is each id's key index (ascending; each key's ids ranked) and ``roots`` each id's cluster root.
+    (tests/reference.py ``pick_candidates`` is the rule for one key.)
 
     >>> pick_many(np.array([0, 0, 0, 0, 1]), np.array([1, 1, 1, 2, 4]), 2, 5).tolist()
     [0, 3, 4]
@@ -114,36 +108,6 @@ def pick_many(
     cand = cand[np.lexsort((cand, rank[cand] > 0, who[cand]))]  # per key: each cluster's best, then the rest
     group, first = _runs(who[cand])
     return np.sort(cand[np.arange(cand.size) - first[group] < limit])
-
-
-def pick_candidates(
-    ids: Sequence[int], roots: Sequence[int] | None, limit: int, per_cluster: int | None = None
-) -> list[int]:
-    """At most ``limit`` of the ranked candidate ``ids`` to verify: the best-ranked one of each distinct
-    cluster root first (the roots of the best-ranked clusters when there are more than ``limit``), then the
-    best-ranked others, at most ``per_cluster`` of a root in all (None: no such bound). ``roots`` (one per
-    id) may be None when ``ids`` fit both bounds.
-
-    >>> pick_candidates([5, 6, 7, 8], [1, 1, 1, 2], 2)
-    [5, 8]
-    >>> pick_candidates([5, 6, 7, 8], [1, 1, 1, 2], 3)
-    [5, 8, 6]
-    >>> pick_candidates([5, 6, 7, 8, 9], [1, 1, 1, 2, 1], 10, per_cluster=2)
-    [5, 8, 6]
-    """
-    per = len(ids) if per_cluster is None else per_cluster
-    if len(ids) <= min(limit, per):
-        return list(ids)
-    assert roots is not None
-    taken: dict[int, int] = {}
-    first: list[int] = []
-    rest: list[int] = []
-    for n, root in zip(ids, roots, strict=True):
-        count = taken.get(root, 0)
-        if count < per:
-            (rest if count else first).append(n)
-            taken[root] = count + 1
-    return (first + rest)[:limit]
 
 
 def alert_matches(found: Sequence[Found], roots: Sequence[int], limit: int) -> list[Found]:

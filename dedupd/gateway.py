@@ -248,7 +248,7 @@ class Gateway:
 
         Returns:
             For each write, the integer ids found in the buckets it joined (one per shared bucket, possibly
-            itself: see bounds.ranked_many), or None when its record had changed (process that entry again);
+            itself: see bounds.ranked_flat), or None when its record had changed (process that entry again);
             and the buckets the writes joined that were there already (their writes' indices into ``writes``).
         """
         if not isinstance(self.encoding, ClusterEncoding):

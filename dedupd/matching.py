@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from dedupd.bounds import VERIFIED_PER_CLUSTER, Found, pick_many, ranked_flat, split_by
 from dedupd.fingerprint import Fingerprint
-from dedupd.planner import matches_of
+from dedupd.planner import best_first, matches_of
 from dedupd.verify import agreement_pairs, jaccard_pairs
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ def verify_reads(
     """The verified matches of each key's bucket reads (and its own integer id, left out; 0 = none).
 
     At most ``VERIFIED_PER_CLUSTER`` candidates of each distinct cluster are verified, the best-ranked
-    (bounds.pick_candidates), and at most ``max_candidates`` in all; then, for a cluster none of whose
+    (bounds.pick_many), and at most ``max_candidates`` in all; then, for a cluster none of whose
     verified candidates matched, its next ones (a second exchange, only for those). A flood's copies read
     the same cluster in every bucket: they verify a few of it, not all.
     """
@@ -92,7 +92,7 @@ def choose_candidates(
 ) -> tuple[dict[int, list[int]], dict[int, int], dict[int, set[int]]]:
     """The distinct ids read by each key (ranked: bounds.ranked_flat), the cluster roots of all of them when
     a key read more than ``VERIFIED_PER_CLUSTER`` (one lookup; the alerts' unions need most of them after),
-    and the candidates to verify by key (bounds.pick_many: pick_candidates of every key at once)."""
+    and the candidates to verify by key (bounds.pick_many)."""
     limit = gw.bounds.max_candidates
     keys, who, ids = ranked_flat(reads)
     listed = ids.tolist()
@@ -185,11 +185,7 @@ def verify_candidates(
     passed = np.flatnonzero(sims >= gw.spec.threshold)
     for a, c, sim in zip(left[passed].tolist(), right[passed].tolist(), sims[passed].tolist(), strict=True):
         by_key.setdefault(keys[a], []).append((table[c][0], sim, keys[c]))
-    for found in by_key.values():  # best first, ties by id (as planner.matches_of orders them)
+    for found in by_key.values():  # (all at or above the threshold: planner.matches_of's order, in place)
         if len(found) > 1:
-            found.sort(key=_best_first)
+            found.sort(key=best_first)
     return by_key
-
-
-def _best_first(m: Found) -> tuple[float, str]:
-    return -m[1], m[0]

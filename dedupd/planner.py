@@ -186,7 +186,12 @@ def matches_of(
     candidates: Sequence[tuple[str, float, int]], threshold: float
 ) -> list[tuple[str, float, int]]:
     """Verified matches (id, similarity, integer id) at or above the threshold, best first (ties by id)."""
-    return sorted((m for m in candidates if m[1] >= threshold), key=lambda m: (-m[1], m[0]))
+    return sorted((m for m in candidates if m[1] >= threshold), key=best_first)
+
+
+def best_first(match: tuple[str, float, int]) -> tuple[float, str]:
+    """The order of verified matches (id, similarity, integer id): best first, ties by id."""
+    return -match[1], match[0]
 
 
 def unique_runs(entries: Sequence[Entry]) -> list[list[Entry]]:

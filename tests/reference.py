@@ -9,7 +9,8 @@ vectorized numpy code the kernels replaced, and give exactly the same values:
   :func:`dedupd.shingling.distinct64`;
 - :func:`oph_signatures`, :func:`oph_densify`: :meth:`dedupd.minhash.OnePermHasher.signatures` and
   :meth:`dedupd.minhash.OnePermHasher.densify`;
-- :func:`ranked`: one key of :func:`dedupd.bounds.ranked_many` (tests/test_bounds.py).
+- :func:`ranked`: one key of :func:`dedupd.bounds.ranked_flat` (tests/test_bounds.py);
+- :func:`pick_candidates`: one key of :func:`dedupd.bounds.pick_many` (tests/test_bounds.py).
 
 (Classic MinHash's numpy implementation, ``MinHasher._numpy_signatures``, stays in the package: it serves
 hash families over a small prime.)
@@ -206,3 +207,33 @@ def ranked(packed: npt.NDArray[np.uint32], own: int) -> tuple[list[int], list[in
     ids, counts = ids[keep], counts[keep]
     order = np.lexsort((ids, -counts))
     return ids[order].tolist(), counts[order].tolist()
+
+
+def pick_candidates(
+    ids: Sequence[int], roots: Sequence[int] | None, limit: int, per_cluster: int | None = None
+) -> list[int]:
+    """At most ``limit`` of the ranked candidate ``ids`` to verify: the best-ranked one of each distinct
+    cluster root first (the roots of the best-ranked clusters when there are more than ``limit``), then the
+    best-ranked others, at most ``per_cluster`` of a root in all (None: no such bound). ``roots`` (one per
+    id) may be None when ``ids`` fit both bounds.
+
+    >>> pick_candidates([5, 6, 7, 8], [1, 1, 1, 2], 2)
+    [5, 8]
+    >>> pick_candidates([5, 6, 7, 8], [1, 1, 1, 2], 3)
+    [5, 8, 6]
+    >>> pick_candidates([5, 6, 7, 8, 9], [1, 1, 1, 2, 1], 10, per_cluster=2)
+    [5, 8, 6]
+    """
+    per = len(ids) if per_cluster is None else per_cluster
+    if len(ids) <= min(limit, per):
+        return list(ids)
+    assert roots is not None
+    taken: dict[int, int] = {}
+    first: list[int] = []
+    rest: list[int] = []
+    for n, root in zip(ids, roots, strict=True):
+        count = taken.get(root, 0)
+        if count < per:
+            (rest if count else first).append(n)
+            taken[root] = count + 1
+    return (first + rest)[:limit]

@@ -5,17 +5,17 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reference import ranked
+from reference import pick_candidates, ranked
 
 from dedupd.bounds import (
     alert_matches,
     batch_predecessors,
     eviction_rows,
     nearest_earlier,
-    pick_candidates,
     pick_many,
-    ranked_many,
+    ranked_flat,
     shared_entries,
+    split_by,
 )
 
 
@@ -143,9 +143,11 @@ def test_pick_candidates_verifies_at_most_per_cluster_and_every_cluster_it_can(
         st.integers(-5, 50), st.tuples(st.lists(st.integers(1, 40), max_size=60), st.integers(0, 40))
     )
 )
-def test_ranked_many_is_ranked_per_key(reads_raw: dict[int, tuple[list[int], int]]) -> None:
+def test_ranked_flat_is_ranked_per_key(reads_raw: dict[int, tuple[list[int], int]]) -> None:
     reads = {k: (np.array(ids, dtype=np.uint32), own) for k, (ids, own) in reads_raw.items()}
-    assert ranked_many(reads) == {k: ranked(packed, own)[0] for k, (packed, own) in reads.items()}
+    keys, who, ids = ranked_flat(reads)
+    got = dict(zip(keys, split_by(who, ids.tolist(), len(keys)), strict=True))
+    assert got == {k: ranked(packed, own)[0] for k, (packed, own) in reads.items()}
 
 
 def _predecessors_by_hand(
