@@ -36,6 +36,7 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from types import FrameType
@@ -275,13 +276,20 @@ class Daemon:
 
     def _drain(self) -> None:
         """Finish the batch in hand, if any; a Redis error leaves its entries pending (done again later)."""
+        self._unless_transient(
+            self.settle, "the last batch could not be finished (%s); its entries stay pending"
+        )
+
+    def _unless_transient(self, action: Callable[[], object], warning: str) -> None:
+        """Run ``action`` on the way out: a transient Redis state is logged (``warning``, with the error) and
+        let go; any other error is raised."""
         try:
-            self.settle()
+            action()
         except Exception as exc:
             self._exit_if_asked()
             if not is_transient(exc):
                 raise
-            log.warning("the last batch could not be finished (%s); its entries stay pending", exc)
+            log.warning(warning, exc)
 
     def _recover_after_error(self, exc: BaseException) -> None:
         """After a Redis error: read our own pending entries again; recreate a lost consumer group."""
@@ -311,13 +319,9 @@ class Daemon:
         (deferred ones: another consumer claims them after claim_idle_ms, or we read them on a restart).
         Best effort: with the server away or in a passing state (BUSY, LOADING, ...) the daemon leaves
         without it (the heartbeat expires; `dedupd stats` lists the consumer as stale later)."""
-        try:
-            self._leave()
-        except Exception as exc:
-            self._exit_if_asked()
-            if not is_transient(exc):
-                raise
-            log.warning("Redis did not answer the farewell (%s); exiting without leaving the group", exc)
+        self._unless_transient(
+            self._leave, "Redis did not answer the farewell (%s); exiting without leaving the group"
+        )
 
     def _leave(self) -> None:
         with contextlib.suppress(*RETRYABLE):
