@@ -193,6 +193,10 @@ local JOIN, REJOIN, LEAVE, END = {_byte(Op.JOIN)}, {_byte(Op.REJOIN)}, {_byte(Op
 local WRITE, DELETE = {_byte(Op.CHECK_WRITE)}, {_byte(Op.CHECK_DELETE)}
 local out, acc, n_acc, hits = {{}}, {{}}, 0, {{}}
 local before = {{}}  -- bucket -> bytes of the members it had before this call (a JOIN reads only those)
+-- hash name -> field -> the bucket's value as this call left it, for the buckets this call read (a flood's
+-- copies join the same buckets: one HSETNX and HGET per bucket and call, not per copy); not for the buckets
+-- it made (a batch of different documents would only fill the table)
+local known = {{}}
 local j, c, skip = 0, 0, false
 local id
 for i = 1, #ops do
@@ -212,9 +216,15 @@ for i = 1, #ops do
       end
       local field = sub(fields, at4 + 1, at4 + 4)
       if not id then id = sub(ids, at4 + 1, at4 + 4) end  -- one document's ops share its id
+      local kf = known[key]
       if op ~= LEAVE then
-        if call('HSETNX', key, field, id) == 0 then  -- the bucket exists: read it, join it
-          local v = call('HGET', key, field)
+        local v = kf and kf[field]
+        if not v and call('HSETNX', key, field, id) == 0 then  -- the bucket exists: read it
+          v = call('HGET', key, field)
+          if not kf then kf = {{}}; known[key] = kf end
+          kf[field] = v
+        end
+        if v then  -- join it
           local at = find(v, id)
           local bucket = key .. field
           local old = before[bucket]  -- (a bucket this call made: its first member is read too)
@@ -230,14 +240,14 @@ for i = 1, #ops do
             acc[n_acc] = op == JOIN and (sub(v, 1, at - 1) .. sub(v, at + 4)) or sub(v, 1, at - 1)
           elseif op == JOIN then  -- the members of this call's batch it sees in the batch itself
             acc[n_acc] = sub(v, 1, old)
-            if #v < full and not refused then call('HSET', key, field, v .. id) end
+            if #v < full and not refused then v = v .. id; call('HSET', key, field, v); kf[field] = v end
           else  -- REJOIN of a document no longer in it (a newer one evicted it): only the older ids
             local own, older = unpack4('<I4', id), {{}}
             for p = 1, #v, 4 do
               if unpack4('<I4', v, p) < own then older[#older + 1] = sub(v, p, p + 3) end
             end
             acc[n_acc] = table.concat(older)
-            if #v < full then call('HSET', key, field, v .. id) end
+            if #v < full then v = v .. id; call('HSET', key, field, v); kf[field] = v end
           end
         end
       else
@@ -247,6 +257,7 @@ for i = 1, #ops do
           if at then
             local rest = sub(v, 1, at - 1) .. sub(v, at + 4)
             if rest == '' then call('HDEL', key, field) else call('HSET', key, field, rest) end
+            if kf then kf[field] = nil end  -- (read again when joined again)
             local bucket = key .. field
             local old = before[bucket]
             if not old then before[bucket] = #rest elseif at <= old then before[bucket] = old - 4 end
