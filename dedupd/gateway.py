@@ -17,7 +17,7 @@ serving generation's gateway forgets ids, leaves tombstones and removes deleted 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -238,8 +238,12 @@ class Gateway:
         return {n: v.decode() if isinstance(v, bytes) else str(v) for n, v in zip(nums, found, strict=True)}
 
     # ----- writing -----
-    def apply(self, writes: Sequence[DocWrite]) -> tuple[list[Packed | None], Hits]:
-        """Apply the writes of a batch: records and buckets of every document, in batch order.
+    def apply(
+        self, writes: Sequence[DocWrite], before: Callable[[], None] | None = None
+    ) -> tuple[list[Packed | None], Hits]:
+        """Apply the writes of a batch: records and buckets of every document, in batch order. ``before`` is
+        called just before the first write is sent (on a single Redis, once the calls are packed: what it
+        waits for does not wait for that too).
 
         On a single Redis this is one script call, atomic: a document whose record changed since it was
         read (another consumer got there first) is left untouched. On a Redis Cluster the records are
@@ -252,7 +256,9 @@ class Gateway:
             and the buckets the writes joined that were there already (their writes' indices into ``writes``).
         """
         if not isinstance(self.encoding, ClusterEncoding):
-            return self._write_buckets(writes)
+            return self._write_buckets(writes, before)
+        if before is not None:
+            before()
         left = self.records.check(writes)
         sent, at = self.records.with_leftovers(writes, left)
         found, hits = self._write_buckets(sent)
@@ -263,10 +269,12 @@ class Gateway:
         write = of_sent[hits.write]  # a leave-only write of leftovers joins nothing: no hit is one
         return out, Hits(hits.names, hits.key, hits.field, write, hits.refused)
 
-    def _write_buckets(self, writes: Sequence[DocWrite]) -> tuple[list[Packed | None], Hits]:
+    def _write_buckets(
+        self, writes: Sequence[DocWrite], before: Callable[[], None] | None = None
+    ) -> tuple[list[Packed | None], Hits]:
         """The bucket calls of the writes (with their record checks on a single Redis), in chunks of
-        APPLY_CHUNK documents, in one pipelined exchange; per write what it read, None when its record had
-        changed; and the buckets joined that were there already."""
+        APPLY_CHUNK documents, in one pipelined exchange (sent after ``before()``); per write what it read,
+        None when its record had changed; and the buckets joined that were there already."""
         full = self.bounds.bucket_members
         # a serving bucket takes FRESH_PER_CALL new members a call, the others once the batch is verified
         # (lua.EVICT); a generation being built (no EVICT) takes every member up to ``full``
@@ -287,6 +295,8 @@ class Gateway:
             for keys, args, _ in calls:
                 pipe.script(self._buckets, keys, args)
             spans.append((len(part), ops, [rows for _, _, rows in calls]))
+        if before is not None:
+            before()
         replies = iter(pipe.execute() if len(pipe) else [])
         found: list[Packed | None] = []
         hits: list[Hits] = []

@@ -221,6 +221,7 @@ class _Run:
     found: list[Packed | None] = field(default_factory=list)  # per step: its bucket reads, None = retry
     refused: dict[int, str] = field(default_factory=dict)  # by step: why its document was not stored
     hits: Hits = NO_HITS  # the buckets joined that were there already (``write``: the step's index)
+    written: list[tuple[int, bytes, Record]] = field(default_factory=list)  # records stored: to remember
 
 
 def _full_clusters(candidates: set[int] | frozenset[int], roots: dict[int, int]) -> set[int]:
@@ -380,6 +381,8 @@ class Processor:
             ]
             if self.emits:
                 self._emit_outputs(run, done, self._verify(run), result, evicted if attempt == 1 else None)
+            for num, blob, record in run.written:  # after the next batch was let go (``evicted``)
+                self.gateway.remember(num, blob, record)
             result.processed += sum(1 for i in done if run.steps[i].action is not Action.QUERY)
             entries = [s.entry for s, f in zip(run.steps, run.found, strict=True) if s.writes and f is None]
             if entries:  # another consumer changed these documents first: nothing of ours was written
@@ -423,14 +426,13 @@ class Processor:
                 writes.append(w)
                 at.append(i)
         found: list[Packed | None] = [NO_IDS] * len(steps)
-        if before_index is not None:
-            before_index()
-        applied, hits = gw.apply(writes)
+        applied, hits = gw.apply(writes, before_index)
+        written = []  # (later batches read them: remembered once this one is verified, _process_run)
         for i, w, f in zip(at, writes, applied, strict=True):
             found[i] = f
             if f is not None and f.size and w.record is not None and (fp := new[i]) is not None:
                 e = steps[i].entry
-                gw.remember(w.num, w.record, Record(w.num, e.doc_id, fp, e.entry_id, e.source))
+                written.append((w.num, w.record, Record(w.num, e.doc_id, fp, e.entry_id, e.source)))
         hits = _by_step(hits, np.array(at, dtype=np.int64))
         gw.forget(
             [
@@ -442,7 +444,7 @@ class Processor:
         queries = [i for i, s in enumerate(steps) if s.action is Action.QUERY and bands[len(steps) + i].size]
         for i, f in zip(queries, gw.peek([bands[len(steps) + i] for i in queries]), strict=True):
             found[i] = f
-        return _Run(steps, new, bands[len(steps) :], found, refused, hits)
+        return _Run(steps, new, bands[len(steps) :], found, refused, hits, written)
 
     def _band_hashes(self, fps: Sequence[Fingerprint | None]) -> list[U64Array]:
         """Band hashes of each fingerprint, in one vectorized call (empty for None or an empty document)."""
@@ -630,6 +632,7 @@ class Processor:
         merged = [(num, min(verified.roots.get(num, num), *rs), rs) for num, rs in joined]
         pipe = ScriptPipeline(gw.client)
         gw.evict(pipe, self._evictions(run, alerting, merged, verified))
+        unions = []
         if alerting:
             unions = gw.union(
                 [
@@ -638,14 +641,15 @@ class Processor:
                 ],
                 pipe,
             )
-            roots = gw.cluster_names([root for root, _ in unions], names)
-            for (i, _), (before, _) in zip(alerting, earlier, strict=True):
-                named[i] = alert_matches(matches[i], before, gw.bounds.max_matches)
         elif evicted is not None and len(pipe):
             pipe.execute()
         if evicted is not None:
             pipe = ScriptPipeline(gw.client)
             evicted()
+        if alerting:
+            roots = gw.cluster_names([root for root, _ in unions], names)
+            for (i, _), (before, _) in zip(alerting, earlier, strict=True):
+                named[i] = alert_matches(matches[i], before, gw.bounds.max_matches)
         out: list[Emitted] = []
         for (i, step), root in zip(alerting, roots, strict=True):
             e = step.entry

@@ -326,8 +326,8 @@ def test_a_bucket_takes_two_new_members_a_batch_and_the_others_once_verified(
         daemon = make_daemon(redis_url, threshold=0.99, bands=16, rows=2, batch_size=100)
         real = daemon.gateway.apply
 
-        def spy(writes, _real=real, _refused=refused):  # type: ignore[no-untyped-def]
-            found, hits = _real(writes)
+        def spy(writes, before=None, _real=real, _refused=refused):  # type: ignore[no-untyped-def]
+            found, hits = _real(writes, before)
             _refused.append(int(hits.refused.sum()))
             return found, hits
 

@@ -216,3 +216,27 @@ def test_a_delete_in_the_next_batch_comes_after_the_unions_of_the_batch_in_hand(
     got = {a["id"]: a for a in alerts(r)}
     assert got["E"]["duplicate_of"] == "Y" and got["E"]["cluster"] == "R"
     assert pending(r) == 0
+
+
+def test_the_next_batch_waits_with_its_bucket_calls_packed_and_nothing_written(
+    r: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the next batch waits for (the batch in hand's evictions) is on the path of every batch of a flood:
+    its bucket calls are made before it waits, and nothing of it is written until the wait is over."""
+    import dedupd.gateway
+
+    made: list[int] = []
+    real = dedupd.gateway.bucket_ops
+    monkeypatch.setattr(
+        dedupd.gateway, "bucket_ops", lambda writes, *a: made.append(len(writes)) or real(writes, *a)
+    )
+    push(r, copies(3, 6))
+    daemon = make_daemon(redis_url, batch_size=6)
+    batch, _ = daemon._next_batch()
+    seen: list[tuple[list[int], int]] = []
+    started = daemon.processor.start(
+        batch, None, lambda: seen.append((list(made), len(r.keys(f"{Keys().prefix}:doc:*"))))
+    )
+    assert seen == [([6], 0)]  # the calls of the six documents made; no record written yet
+    assert len(r.keys(f"{Keys().prefix}:doc:*")) == 6
+    daemon.processor.finish(started)
