@@ -112,14 +112,6 @@ def kept_length(length: int, used_bytes: int, max_bytes: int) -> int | None:
     return int(length * 0.9 * max_bytes / used_bytes)
 
 
-def _hand_over(done: threading.Event) -> None:
-    """Set ``done``, then let the thread waiting for it run now: a thread woken up waits for the GIL until
-    the running one blocks or has run ``sys.getswitchinterval()`` (5 ms), and in a flood the next batch's
-    buckets wait for this batch's evictions (the worker goes on with alerts, which nothing waits for)."""
-    done.set()
-    time.sleep(0)  # releases the GIL
-
-
 def tune_gc() -> None:
     """Python's cyclic garbage collector, set for a batch loop: what start-up made (modules, compiled kernels,
     tables) is frozen out of every later collection, and the youngest generation is collected every
@@ -429,7 +421,7 @@ class Daemon:
     ) -> BatchResult:
         """The worker's job: finish the batch and acknowledge it."""
         try:
-            result = processor.finish(first, lambda: _hand_over(evicted))
+            result = processor.finish(first, evicted.set)
         finally:
             evicted.set()
         self._ack(batch, result)
