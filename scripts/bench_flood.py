@@ -17,6 +17,10 @@ Each corpus runs on a fresh ``redis-server`` (``scripts/bench_stream.py``'s ``Fr
 ``dedupd push --format jsonl FILE`` runs and the clock stops when the group ``dedupd`` has read every
 entry, has lag 0 and nothing pending (``scripts/quality.py``'s harness helpers, as bench_stream uses them).
 
+With ``--repeat R`` both runs are done R times, alternated (different, flood, different, ...): this VM's
+speed drifts by 10-30 % within minutes, and one pair of runs can land on either side of a bound. The figures
+and bounds are then those of each corpus's median run (by docs/s), and each round's rates follow them.
+
 Per run it reports:
 
 - docs/s: N / seconds from the start of the push to drained (the push included);
@@ -38,6 +42,7 @@ Examples::
 
     .venv/bin/python scripts/bench_flood.py                      # N = 100,000 per corpus
     .venv/bin/python scripts/bench_flood.py -n 2000 --keep
+    .venv/bin/python scripts/bench_flood.py --repeat 3                # median of three alternated rounds
     .venv/bin/python scripts/bench_flood.py -n 5000 --consumers 2 --edits 4 --check
     .venv/bin/python scripts/bench_flood.py -n 2000 --dedupd /other/checkout/.venv/bin/dedupd
 """
@@ -379,6 +384,20 @@ def print_report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> N
     )
 
 
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run of median docs/s (the lower middle one of an even number)."""
+    return sorted(runs, key=lambda r: r["docs_per_s"])[(len(runs) - 1) // 2]
+
+
+def print_rounds(every: dict[str, list[dict[str, Any]]]) -> None:
+    """Each round's docs/s and rate (the figures above are of the median runs)."""
+    for at, (d, f) in enumerate(zip(every["different"], every["flood"], strict=True), 1):
+        print(
+            f"  round {at}: different {d['docs_per_s']:.0f} docs/s, flood {f['docs_per_s']:.0f} docs/s, "
+            f"{f['docs_per_s'] / d['docs_per_s']:.3f}x"
+        )
+
+
 # ----------------------------------------------------------------------------- main
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -406,6 +425,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--slowlog-len", type=int, default=100_000, help="SLOWLOG entries kept (default %(default)s)"
     )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds of both runs, alternated; the figures and bounds are of the median runs (default %(default)s)",
+    )
     ap.add_argument("--timeout", type=float, default=3600, help="seconds to wait for a drain")
     ap.add_argument("--check", action="store_true", help="exit 1 when a bound fails")
     ap.add_argument(
@@ -414,8 +439,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--dedupd", default=None, help="dedupd executable (default .venv/bin/dedupd, then PATH)")
     ap.add_argument("--redis-server", default=None, help="redis-server executable (default from PATH)")
     args = ap.parse_args(argv)
-    if args.n < 2 or args.words < 1 or args.edits < 0 or args.consumers < 1 or args.vocab < 2:
-        ap.error("needs -n >= 2, --words >= 1, --edits >= 0, --consumers >= 1, --vocab >= 2")
+    if (
+        args.n < 2
+        or args.words < 1
+        or args.edits < 0
+        or args.consumers < 1
+        or args.vocab < 2
+        or args.repeat < 1
+    ):
+        ap.error("needs -n >= 2, --words >= 1, --edits >= 0, --consumers >= 1, --vocab >= 2, --repeat >= 1")
     return args
 
 
@@ -444,17 +476,22 @@ def measure(args: argparse.Namespace, redis_exe: str, workdir: Path) -> dict[str
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEDUPD_")}
     env.update({"DEDUPD_SHINGLE": args.shingle, "DEDUPD_THRESHOLD": str(args.threshold)})
     env.update(args.overrides)
-    runs: dict[str, dict[str, Any]] = {}
-    for kind in KINDS:
-        r = run_one(kind, paths[kind], args.n, args, env, redis_exe, workdir)
-        log(
-            f"{kind}: {r['seconds']:.2f}s (push {r['push_s']:.2f}s), {r['docs_per_s']:.0f} docs/s, "
-            f"{r['alerts']} alerts, daemons exited {r['daemon_exit_codes']}"
-        )
-        for note in r["daemon_log_notes"]:
-            log(f"  daemon log: {note}")
-        runs[kind] = r
+    every: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
+    for round_ in range(1, args.repeat + 1):  # alternated: a machine slower for a while slows both alike
+        for kind in KINDS:
+            r = run_one(kind, paths[kind], args.n, args, env, redis_exe, workdir)
+            log(
+                f"{kind}{f' (round {round_})' if args.repeat > 1 else ''}: {r['seconds']:.2f}s (push "
+                f"{r['push_s']:.2f}s), {r['docs_per_s']:.0f} docs/s, {r['alerts']} alerts, daemons exited "
+                f"{r['daemon_exit_codes']}"
+            )
+            for note in r["daemon_log_notes"]:
+                log(f"  daemon log: {note}")
+            every[kind].append(r)
+    runs = {kind: median_run(every[kind]) for kind in KINDS}
     print_report(runs, args)
+    if args.repeat > 1:
+        print_rounds(every)
     checks = bounds(runs)
     print("  bounds (issue 13):")
     for name, met, figure in checks:
@@ -478,6 +515,7 @@ def measure(args: argparse.Namespace, redis_exe: str, workdir: Path) -> dict[str
         },
         "flood_shape": shape,
         "runs": runs,
+        "rounds": {kind: [r["docs_per_s"] for r in every[kind]] for kind in KINDS},
         "bounds": {name: {"met": met, "figure": figure} for name, met, figure in checks},
         "all_met": all(met for _, met, _ in checks),
     }

@@ -56,7 +56,7 @@ def test_flood_shape_of_two_substitutions() -> None:
 def test_small_run_reports_every_figure() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEDUPD_")}
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "-n", "60"],
+        [sys.executable, str(SCRIPT), "-n", "60", "--repeat", "2"],
         check=False,
         capture_output=True,
         text=True,
@@ -74,5 +74,14 @@ def test_small_run_reports_every_figure() -> None:
         assert run["daemon_exit_codes"] == [0]
         if sys.platform.startswith("linux"):
             assert run["peak_rss_kb"] > 0
+    assert [len(report["rounds"][kind]) for kind in ("different", "flood")] == [2, 2]
+    assert flood["docs_per_s"] == min(report["rounds"]["flood"])  # the median of two: the lower one
+    assert sum(line.startswith("  round ") for line in proc.stdout.splitlines()) == 2
     assert len(report["bounds"]) == 5
     assert sum(line.startswith(("    PASS", "    FAIL")) for line in proc.stdout.splitlines()) == 5
+
+
+def test_the_median_run_is_the_middle_one_by_rate() -> None:
+    runs = [{"docs_per_s": v} for v in (5.0, 3.0, 9.0)]
+    assert bench_flood.median_run(runs)["docs_per_s"] == 5.0
+    assert bench_flood.median_run(runs[:2])["docs_per_s"] == 3.0  # an even number: the lower middle one
