@@ -261,6 +261,10 @@ class ScriptPipeline:
         self._scripts[len(self.pipe)] = (script, keys, args)  # (callers build them for this call)
         self.pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args, **self._target(keys))
 
+    def get(self, key: str) -> None:
+        """Queue a GET (on a Redis Cluster routed by the key's slot, as redis-py's cluster pipeline does)."""
+        self.pipe.get(key)
+
     def _target(self, keys: list[Any]) -> dict[str, Any]:
         """On a Redis Cluster, the node from the client's slot map: without it redis-py's cluster pipeline
         asks the server for the keys of each EVALSHA (COMMAND GETKEYS, one round trip per call); a stale map

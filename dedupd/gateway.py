@@ -89,6 +89,11 @@ def _tombstone(raw: bytes | None) -> tuple[str | None, int]:
     return version, int(num or 0)
 
 
+def _cluster_name(num: int, record: bytes | None) -> str:
+    """A cluster's name: its root document's id, from the root's record; ``#n`` when it is gone."""
+    return record_doc_id(record) if record else f"#{num}"
+
+
 def _new_documents(writes: Sequence[DocWrite]) -> Packed:
     """The integer ids of the new documents (no record before) that ``writes`` add to buckets.
 
@@ -407,11 +412,17 @@ class Gateway:
         pipe.script(self._emit, [stream, self.keys.seen(stream)], args)
 
     def union(
-        self, groups: Sequence[tuple[int, Sequence[tuple[int, str]]]], pipe: ScriptPipeline | None = None
+        self,
+        groups: Sequence[tuple[int, Sequence[tuple[int, str]]]],
+        pipe: ScriptPipeline | None = None,
+        names: dict[int, str] | None = None,
+        expected: Iterable[int] = (),
     ) -> list[tuple[int, list[int]]]:
         """Union each document with its matches, (integer id, document id) each (union-find in Redis, one
         union per distinct cluster root; a match deleted meanwhile and gone from the union-find joins nothing).
-        With ``pipe``, after what it holds, in the same exchange.
+        With ``pipe``, after what it holds, in the same exchange; with ``names`` (integer id -> document id),
+        the names of the roots the unions are ``expected`` to leave are read in it too (before the unions),
+        for :meth:`cluster_names`.
 
         Returns:
             Per group, the root of the document's cluster after it, and the root each match had before
@@ -426,8 +437,15 @@ class Gateway:
         if pipe is None:
             reply: list[Any] = self._union(keys=keys, args=args)
         else:
+            wanted = [n for n in dict.fromkeys(expected) if names is not None and n not in names]
+            first = len(pipe)
+            for n in wanted:
+                pipe.get(self.record_key(n))
             pipe.script(self._union, keys, args)
-            reply = pipe.execute()[-1]
+            replies = pipe.execute()
+            reply = replies[-1]
+            if names is not None:
+                names.update(zip(wanted, map(_cluster_name, wanted, replies[first:-1]), strict=True))
         out: list[tuple[int, list[int]]] = []
         at = 0
         for _, matches in groups:
@@ -442,8 +460,7 @@ class Gateway:
             pipe = self.client.pipeline(transaction=False)
             for n in missing:
                 pipe.get(self.record_key(n))
-            for n, blob in zip(missing, pipe.execute(), strict=True):
-                known[n] = record_doc_id(blob) if blob else f"#{n}"
+            known.update(zip(missing, map(_cluster_name, missing, pipe.execute()), strict=True))
         return [known[n] for n in roots]
 
     # ----- key names -----

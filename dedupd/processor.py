@@ -632,7 +632,6 @@ class Processor:
         merged = [(num, min(verified.roots.get(num, num), *rs), rs) for num, rs in joined]
         pipe = ScriptPipeline(gw.client)
         gw.evict(pipe, self._evictions(run, alerting, merged, verified))
-        unions = []
         if alerting:
             unions = gw.union(
                 [
@@ -640,14 +639,17 @@ class Processor:
                     for (num, _), (_, best) in zip(groups, earlier, strict=True)
                 ],
                 pipe,
+                names,
+                [root for _, root, _ in merged],
             )
+            # (before the next batch may write: it can delete a root; read with the unions when expected)
+            roots = gw.cluster_names([root for root, _ in unions], names)
         elif evicted is not None and len(pipe):
             pipe.execute()
         if evicted is not None:
             pipe = ScriptPipeline(gw.client)
             evicted()
         if alerting:
-            roots = gw.cluster_names([root for root, _ in unions], names)
             for (i, _), (before, _) in zip(alerting, earlier, strict=True):
                 named[i] = alert_matches(matches[i], before, gw.bounds.max_matches)
         out: list[Emitted] = []

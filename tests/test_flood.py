@@ -132,6 +132,29 @@ def test_union_is_once_per_distinct_root_and_reports_earlier_clusters(r: redis.R
     assert gw.roots([5000]) == [99]
 
 
+def test_the_union_reads_the_names_of_the_roots_it_is_expected_to_leave(
+    r: redis.Redis, redis_url: str
+) -> None:
+    """The names of the clusters an alert names are read in the unions' exchange (the roots the batch's unions
+    are expected to leave); a root gone is ``#n``; what was not expected is read after, by cluster_names."""
+    from dedupd.connection import ScriptPipeline
+
+    push(r, [{"id": "R", "text": "alpha beta gamma delta"}, {"id": "Q", "text": "one two three four"}])
+    drain(make_daemon(redis_url))
+    daemon = make_daemon(redis_url)
+    gw = daemon.gateway
+    r.hset(Keys().id_forward, mapping={"d7": 7, "d8": 8})
+    r.delete(gw.record_key(2))  # Q's record gone
+    names = {7: "d7", 8: "d8"}
+    unions = gw.union([(7, [(1, "R")]), (8, [(2, "Q")])], ScriptPipeline(gw.client), names, [1, 2])
+    assert [root for root, _ in unions] == [1, 2]
+    assert names == {7: "d7", 8: "d8", 1: "R", 2: "#2"}
+    r.config_resetstat()
+    assert gw.cluster_names([1, 2], names) == ["R", "#2"]
+    assert "cmdstat_get" not in r.info("commandstats")  # nothing left to read
+    assert gw.cluster_names([1, 2, 7], {7: "d7"}) == ["R", "#2", "d7"]  # not expected: read now
+
+
 def test_a_full_bucket_is_read_but_not_joined(r: redis.Redis, redis_url: str) -> None:
     rng = random.Random(5)
     same = text(rng, 80)

@@ -218,6 +218,34 @@ def test_a_delete_in_the_next_batch_comes_after_the_unions_of_the_batch_in_hand(
     assert pending(r) == 0
 
 
+def test_a_cluster_is_named_before_the_next_batch_can_delete_its_root(
+    r: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """E matches Y only, of R's cluster; the next batch deletes R while E's alert is being made, slowly. As
+    one batch at a time: E's alert names the cluster R (read before the next batch may write anything)."""
+    import time
+
+    rng = random.Random(23)
+    words = text(rng, 60).split()
+    y_words = [*words[:10], "ya", "yb", "yc", *words[13:]]
+    e_words = [*y_words[:40], "ea", "eb", "ec", *y_words[43:]]  # Jaccard to Y 0.84, to R 0.71
+    push(r, [{"id": "R", "text": " ".join(words)}, {"id": "Y", "text": " ".join(y_words)}])
+    drain_one_at_a_time(make_daemon(redis_url))
+    real = Gateway.cluster_names
+
+    def slow(self: Gateway, *args: Any) -> Any:
+        time.sleep(0.3)  # the next batch is read and started meanwhile
+        return real(self, *args)
+
+    monkeypatch.setattr(Gateway, "cluster_names", slow)
+    push(r, [{"id": "E", "text": " ".join(e_words)}, {"id": "R", "op": "delete"}])
+    drain_overlapped(make_daemon(redis_url, batch_size=1))
+    got = {a["id"]: a for a in alerts(r)}
+    assert got["E"]["duplicate_of"] == "Y" and got["E"]["cluster"] == "R"
+    assert r.get(f"{Keys().prefix}:doc:0:1") is None  # R was deleted, after
+    assert pending(r) == 0
+
+
 def test_the_next_batch_waits_with_its_bucket_calls_packed_and_nothing_written(
     r: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
