@@ -649,11 +649,9 @@ class Processor:
         if evicted is not None:
             pipe = ScriptPipeline(gw.client)
             evicted()
-        if alerting:
-            for (i, _), (before, _) in zip(alerting, earlier, strict=True):
-                named[i] = alert_matches(matches[i], before, gw.bounds.max_matches)
         out: list[Emitted] = []
-        for (i, step), root in zip(alerting, roots, strict=True):
+        for (i, step), root, (before, _) in zip(alerting, roots, earlier, strict=True):
+            named[i] = alert_matches(matches[i], before, gw.bounds.max_matches)
             e = step.entry
             alert = Alert(
                 e.doc_id,
