@@ -189,30 +189,41 @@ def test_the_worker_runs_jobs_in_order_and_hands_back_their_errors() -> None:
     assert worker.submit(lambda: "after").result(timeout=10) == "after"
 
 
+def cluster_r_y_then_e(r: redis.Redis, redis_url: str) -> str:
+    """R, and Y in R's cluster, indexed one batch at a time; returns E's text: E matches Y only (Jaccard to Y
+    0.84, to R 0.71)."""
+    rng = random.Random(23)
+    words = text(rng, 60).split()
+    y_words = [*words[:10], "ya", "yb", "yc", *words[13:]]
+    e_words = [*y_words[:40], "ea", "eb", "ec", *y_words[43:]]
+    push(r, [{"id": "R", "text": " ".join(words)}, {"id": "Y", "text": " ".join(y_words)}])
+    drain_one_at_a_time(make_daemon(redis_url))
+    assert [(a["id"], a["cluster"]) for a in alerts(r)] == [("Y", "R")]
+    return " ".join(e_words)
+
+
+def slowed(monkeypatch: pytest.MonkeyPatch, method: str) -> None:
+    """Gateway.<method> sleeps 0.3 s first: the next batch is read and started meanwhile."""
+    import time
+
+    real = getattr(Gateway, method)
+
+    def slow(self: Gateway, *args: Any) -> Any:
+        time.sleep(0.3)
+        return real(self, *args)
+
+    monkeypatch.setattr(Gateway, method, slow)
+
+
 def test_a_delete_in_the_next_batch_comes_after_the_unions_of_the_batch_in_hand(
     r: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """E matches Y only (Y matched R); the next batch deletes Y while E's batch is being finished, slowly.
     As one batch at a time: E is verified against Y and joins Y's cluster, named R, before Y goes."""
-    import time
-
-    rng = random.Random(23)
-    words = text(rng, 60).split()
-    y_words = [*words[:10], "ya", "yb", "yc", *words[13:]]
-    e_words = [*y_words[:40], "ea", "eb", "ec", *y_words[43:]]  # Jaccard to Y 0.84, to R 0.71
-    push(r, [{"id": "R", "text": " ".join(words)}, {"id": "Y", "text": " ".join(y_words)}])
-    drain_one_at_a_time(make_daemon(redis_url))
-    assert [(a["id"], a["cluster"]) for a in alerts(r)] == [("Y", "R")]
-    real = Gateway.union
-
-    def slow(self: Gateway, *args: Any) -> Any:
-        time.sleep(0.3)  # the next batch is read and started meanwhile
-        return real(self, *args)
-
-    monkeypatch.setattr(Gateway, "union", slow)
-    push(r, [{"id": "E", "text": " ".join(e_words)}, {"id": "Y", "op": "delete"}])
-    daemon = make_daemon(redis_url, batch_size=1)
-    drain_overlapped(daemon)
+    e_text = cluster_r_y_then_e(r, redis_url)
+    slowed(monkeypatch, "union")
+    push(r, [{"id": "E", "text": e_text}, {"id": "Y", "op": "delete"}])
+    drain_overlapped(make_daemon(redis_url, batch_size=1))
     got = {a["id"]: a for a in alerts(r)}
     assert got["E"]["duplicate_of"] == "Y" and got["E"]["cluster"] == "R"
     assert pending(r) == 0
@@ -223,22 +234,9 @@ def test_a_cluster_is_named_before_the_next_batch_can_delete_its_root(
 ) -> None:
     """E matches Y only, of R's cluster; the next batch deletes R while E's alert is being made, slowly. As
     one batch at a time: E's alert names the cluster R (read before the next batch may write anything)."""
-    import time
-
-    rng = random.Random(23)
-    words = text(rng, 60).split()
-    y_words = [*words[:10], "ya", "yb", "yc", *words[13:]]
-    e_words = [*y_words[:40], "ea", "eb", "ec", *y_words[43:]]  # Jaccard to Y 0.84, to R 0.71
-    push(r, [{"id": "R", "text": " ".join(words)}, {"id": "Y", "text": " ".join(y_words)}])
-    drain_one_at_a_time(make_daemon(redis_url))
-    real = Gateway.cluster_names
-
-    def slow(self: Gateway, *args: Any) -> Any:
-        time.sleep(0.3)  # the next batch is read and started meanwhile
-        return real(self, *args)
-
-    monkeypatch.setattr(Gateway, "cluster_names", slow)
-    push(r, [{"id": "E", "text": " ".join(e_words)}, {"id": "R", "op": "delete"}])
+    e_text = cluster_r_y_then_e(r, redis_url)
+    slowed(monkeypatch, "cluster_names")
+    push(r, [{"id": "E", "text": e_text}, {"id": "R", "op": "delete"}])
     drain_overlapped(make_daemon(redis_url, batch_size=1))
     got = {a["id"]: a for a in alerts(r)}
     assert got["E"]["duplicate_of"] == "Y" and got["E"]["cluster"] == "R"
