@@ -19,7 +19,8 @@ entry, has lag 0 and nothing pending (``scripts/quality.py``'s harness helpers, 
 
 With ``--repeat R`` both runs are done R times, alternated (different, flood, different, ...): this VM's
 speed drifts by 10-30 % within minutes, and one pair of runs can land on either side of a bound. The figures
-and bounds are then those of each corpus's median run (by docs/s), and each round's rates follow them.
+and bounds are then those of each corpus's median run (``bench_stream.median_run``: its time the median of
+the rounds' times), and each round's rates follow them.
 
 Per run it reports:
 
@@ -73,7 +74,15 @@ for _p in (str(SCRIPTS), str(REPO)):
 
 # the sibling scripts' harness helpers, importable once their directory is on sys.path (above)
 import quality  # noqa: E402
-from bench_stream import FreshRedis, daemon_notes, git_commit, human, process_cpu, rounded  # noqa: E402
+from bench_stream import (  # noqa: E402
+    FreshRedis,
+    daemon_notes,
+    git_commit,
+    human,
+    median_run,
+    process_cpu,
+    rounded,
+)
 from quality import (  # noqa: E402
     ALERTS,
     SetupError,
@@ -382,11 +391,6 @@ def print_report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> N
         f"redis CPU/doc {f['cpu_us_per_doc']['redis'] / max(1e-9, d['cpu_us_per_doc']['redis']):.2f}x, "
         f"daemon CPU/doc {f['cpu_us_per_doc']['daemons'] / max(1e-9, d['cpu_us_per_doc']['daemons']):.2f}x"
     )
-
-
-def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The run of median docs/s (the lower middle one of an even number)."""
-    return sorted(runs, key=lambda r: r["docs_per_s"])[(len(runs) - 1) // 2]
 
 
 def print_rounds(every: dict[str, list[dict[str, Any]]]) -> None:
