@@ -191,8 +191,9 @@ local unpack4, pack4, sub, byte, call = struct.unpack, struct.pack, string.sub, 
 local named = ends ~= ''
 local JOIN, REJOIN, LEAVE, END = {_byte(Op.JOIN)}, {_byte(Op.REJOIN)}, {_byte(Op.LEAVE)}, {_byte(Op.END)}
 local WRITE, DELETE = {_byte(Op.CHECK_WRITE)}, {_byte(Op.CHECK_DELETE)}
-local out, acc, n_acc, hits = {{}}, {{}}, 0, {{}}
-local before = {{}}  -- bucket -> bytes of the members it had before this call (a JOIN reads only those)
+local out, acc, n_acc = {{}}, {{}}, 0
+local hits, n_hits = {{}}, 0  -- the hits' positions, packed once at the end (a flood's copies hit every join)
+local before = {{}}  -- hash name -> field -> bytes of the members it had before this call (a JOIN reads only those)
 -- hash name -> field -> the bucket's value as this call left it, for the buckets this call read (a flood's
 -- copies join the same buckets: one HSETNX and HGET per bucket and call, not per copy); not for the buckets
 -- it made (a batch of different documents would only fill the table)
@@ -226,14 +227,15 @@ for i = 1, #ops do
         end
         if v then  -- join it
           local at = find(v, id)
-          local bucket = key .. field
-          local old = before[bucket]  -- (a bucket this call made: its first member is read too)
-          if not old then old = #v; before[bucket] = old end
+          local bk = before[key]  -- (a bucket this call made: its first member is read too)
+          if not bk then bk = {{}}; before[key] = bk end
+          local old = bk[field]
+          if not old then old = #v; bk[field] = old end
           local refused = not at and op == JOIN and #v < full and fresh > 0 and #v - old >= fresh
           if refused then
-            hits[#hits + 1] = pack4('<I4', j + REFUSED)
+            n_hits = n_hits + 1; hits[n_hits] = j + REFUSED
           elseif #v >= crowd then
-            hits[#hits + 1] = pack4('<I4', j)
+            n_hits = n_hits + 1; hits[n_hits] = j
           end
           n_acc = n_acc + 1
           if at then  -- already in it: JOIN reads the others, REJOIN only the ones that joined before it
@@ -258,9 +260,10 @@ for i = 1, #ops do
             local rest = sub(v, 1, at - 1) .. sub(v, at + 4)
             if rest == '' then call('HDEL', key, field) else call('HSET', key, field, rest) end
             if kf then kf[field] = nil end  -- (read again when joined again)
-            local bucket = key .. field
-            local old = before[bucket]
-            if not old then before[bucket] = #rest elseif at <= old then before[bucket] = old - 4 end
+            local bk = before[key]
+            if not bk then bk = {{}}; before[key] = bk end
+            local old = bk[field]
+            if not old then bk[field] = #rest elseif at <= old then bk[field] = old - 4 end
           end
         end
       end
@@ -283,7 +286,12 @@ for i = 1, #ops do
     end
   end
 end
-out[#out + 1] = table.concat(hits)
+local packed = {{}}
+for s = 1, n_hits, 1000 do  -- (unpack's arguments go on Lua's stack: a thousand at a time)
+  local e = math.min(s + 999, n_hits)
+  packed[#packed + 1] = pack4('<' .. string.rep('I4', e - s + 1), unpack(hits, s, e))
+end
+out[#out + 1] = table.concat(packed)
 return out
 """
 )

@@ -66,3 +66,34 @@ def test_remembered_buckets_read_as_redis_holds_them(
         want = oracle(keys=[], args=arguments("b:", docs, full, fresh))
         assert got == want
         assert state(r, "a:") == state(r, "b:")
+
+
+def _crowded(r: redis.Redis, prefix: str) -> None:
+    """Every bucket of the two hashes holds two members (ids 1000 and 1001): a join of it is a hit."""
+    for n in NAMES:
+        for f in FIELDS:
+            r.hset(prefix + n, f, struct.pack("<2I", 1000, 1001))
+
+
+def _hits(reply: list[bytes]) -> list[int]:
+    return list(struct.unpack(f"<{len(reply[-1]) // 4}I", reply[-1]))
+
+
+def test_more_hits_than_one_packing_holds(r: redis.Redis) -> None:
+    """The hits' positions are packed a thousand at a time at the end of the call: 1,500 hits in one call come
+    back whole and in order (a flood's 64 copies hit every one of their 25 joins)."""
+    r.flushdb()
+    _crowded(r, "a:")
+    docs = [(n, [(Op.JOIN, h, f) for h in (0, 1) for f in (0, 1, 2)]) for n in range(1, 251)]
+    reply = r.register_script(BUCKETS)(keys=[], args=arguments("a:", docs, 2, 0))  # full: nobody joins
+    assert _hits(reply) == list(range(1, 1501))
+
+
+def test_refused_hits_keep_their_mark_in_every_packing(r: redis.Redis) -> None:
+    """With one new member a call per bucket, the first join of each bucket gets in and every later one is
+    refused: the refused ones carry the top bit, across the thousand-hit packings."""
+    r.flushdb()
+    _crowded(r, "a:")
+    docs = [(n, [(Op.JOIN, h, f) for h in (0, 1) for f in (0, 1, 2)]) for n in range(1, 251)]
+    reply = r.register_script(BUCKETS)(keys=[], args=arguments("a:", docs, 1000, 1))
+    assert _hits(reply) == [j if j <= 6 else j + (1 << 31) for j in range(1, 1501)]
