@@ -364,10 +364,14 @@ local function settle(key, field, s, held)
   for _, m in ipairs(held) do
     if not seen[m] then known[#known + 1] = m; seen[m] = true end
   end
-  if #known > keep then
+  if #known > keep then  -- the keep newest (largest ids) first, by selection (keep is small: no sort)
     local num = {}
-    for _, m in ipairs(known) do num[m] = unpack4('<I4', m) end
-    table.sort(known, function(a, b) return num[a] > num[b] end)
+    for i = 1, #known do num[i] = unpack4('<I4', known[i]) end
+    for i = 1, keep do
+      local top = i
+      for k = i + 1, #known do if num[k] > num[top] then top = k end end
+      known[i], known[top], num[i], num[top] = known[top], known[i], num[top], num[i]
+    end
   end
   local kept, out, present, changed = {}, {}, {}, false
   for i = 1, math.min(keep, #known) do kept[known[i]] = true end
