@@ -198,6 +198,7 @@ local before = {{}}  -- hash name -> field -> bytes of the members it had before
 -- copies join the same buckets: one HSETNX and HGET per bucket and call, not per copy); not for the buckets
 -- it made (a batch of different documents would only fill the table)
 local known = {{}}
+local names = {{}}  -- bucket hash index -> its name (single Redis)
 local j, c, skip = 0, 0, false
 local id
 for i = 1, #ops do
@@ -209,9 +210,13 @@ for i = 1, #ops do
       local b1, b2, b3, b4 = byte(kidx, at4 + 1, at4 + 4)  -- the key's index (uint32 LE)
       local k = b1 + 256 * b2 + 65536 * b3 + 16777216 * b4
       local key
-      if named then  -- a name is mostly used once per batch: no cache
-        local a, b = unpack4('<I4I4', ends, 4 * k - 3)
-        key = sub(blob, a + 1, b)
+      if named then  -- (a flood's copies use the same few names: cut once per call)
+        key = names[k]
+        if not key then
+          local a, b = unpack4('<I4I4', ends, 4 * k - 3)
+          key = sub(blob, a + 1, b)
+          names[k] = key
+        end
       else
         key = KEYS[k]
       end
