@@ -41,6 +41,7 @@ from dedupd.connection import RedisClient, ScriptPipeline, is_cluster
 from dedupd.fingerprint import Fingerprinter
 from dedupd.hashing import U64Array
 from dedupd.keys import Keys, Meta
+from dedupd.known_roots import KnownRoots
 from dedupd.lsh import column_bands
 from dedupd.planner import DocState, sid
 from dedupd.record import Record, record_doc_id
@@ -156,6 +157,7 @@ class Gateway:
         self._key_table: npt.NDArray[np.object_] | None = None
         self._key_cache: dict[tuple[int, int], str] = {}
         self._decoded = DecodedRecords()
+        self._known = KnownRoots()  # cluster roots seen a moment ago (a flood's batch needs no lookup)
 
     @classmethod
     def open(
@@ -359,6 +361,7 @@ class Gateway:
         pipe = ScriptPipeline(self.client)
         pipe.script(self._forget, keys, args)
         pipe.execute()
+        self._known.forget(num for _, num, _ in deleted)  # (a node removed is its own root again)
 
     def peek(self, bands: Sequence[U64Array]) -> list[Packed]:
         """The integer ids in the buckets of each band-hash row (one per shared bucket), read only: a query
@@ -381,11 +384,33 @@ class Gateway:
             out.append(np.frombuffer(packed, dtype="<u4") if packed else NO_IDS)
         return out
 
-    def roots(self, nums: Sequence[int]) -> list[int]:
-        """The root of each document's cluster (read only)."""
+    def roots(self, nums: Sequence[int], fresh: bool = False) -> list[int]:
+        """The root of each document's cluster (read only). Unless ``fresh``, the ids whose roots this process
+        saw a moment ago are answered from them (known_roots.py: a view that can be finer than Redis's, never
+        coarser); the others are looked up, in one call."""
         if not nums:
             return []
-        return [int(x) for x in self._roots(keys=[self.keys.uf_parent], args=list(nums))]
+        if fresh:
+            return self._find_roots(nums)
+        known = self._known
+        known.expire()
+        seen = [known.get(n) for n in nums]
+        if None not in seen:
+            return cast(list[int], seen)
+        missing = list(dict.fromkeys(n for n, r in zip(nums, seen, strict=True) if r is None))
+        looked = dict(zip(missing, self._find_roots(missing), strict=True))
+        return [looked[n] if r is None else r for n, r in zip(nums, seen, strict=True)]
+
+    def _find_roots(self, nums: Sequence[int]) -> list[int]:
+        """The roots, from the union-find in Redis (unionfind.FIND_ROOTS); kept as known."""
+        found = [int(x) for x in self._roots(keys=[self.keys.uf_parent], args=list(nums))]
+        self._known.learn([*zip(nums, found, strict=True), *((r, r) for r in found)])
+        return found
+
+    def created(self, nums: Iterable[int]) -> None:
+        """Documents a batch has just created (no record before it): each is its own root until the batch's
+        unions (no lookup needed for them)."""
+        self._known.learn((n, n) for n in nums)
 
     def reply(
         self, pipe: ScriptPipeline, name: str, maxlen: int, ttl_s: int, entries: Sequence[Emitted]
@@ -448,10 +473,26 @@ class Gateway:
                 names.update(zip(wanted, map(_cluster_name, wanted, replies[first:-1]), strict=True))
         out: list[tuple[int, list[int]]] = []
         at = 0
-        for _, matches in groups:
-            out.append((int(reply[at]), [int(x) for x in reply[at + 1 : at + 1 + len(matches)]]))
-            at += 1 + len(matches)
+        for num, matches in groups:
+            root, before = int(reply[at]), [int(x) for x in reply[at + 1 : at + 1 + len(matches)]]
+            out.append((root, before))
+            self._learn_union(num, int(reply[at + 1 + len(matches)]), [m for m, _ in matches], root, before)
+            at += 2 + len(matches)
         return out
+
+    def _learn_union(self, num: int, was: int, matches: list[int], root: int, before: list[int]) -> None:
+        """Keep what one union did: ``num``, its earlier root ``was``, the matches and their earlier roots
+        have ``root`` now. A match that was its own root and is not the root now merged into it, or was deleted
+        meanwhile and joined nothing (UNION_ROOTS says the same of both): it is not known any more."""
+        pairs = [(num, root), (was, root), (root, root)]
+        gone = []
+        for m, b in zip(matches, before, strict=True):
+            if b != m:
+                pairs += [(m, root), (b, root)]
+            elif m != root:
+                gone.append(m)
+        self._known.learn(pairs)
+        self._known.forget(gone)
 
     def cluster_names(self, roots: list[int], known: dict[int, str]) -> list[str]:
         """A cluster is named by its root (oldest) document's id; ``#n`` if that document is gone."""

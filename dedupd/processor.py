@@ -469,6 +469,7 @@ class Processor:
             own[key], key_of[i] = (s.entry.doc_id, fp), key
             if f.size:
                 reads[key] = (f, s.num)  # a query with an indexed document's id is not compared with it
+        self.gateway.created(s.num for s in run.steps if s.writes and s.old is None)  # no root lookups
         batch = self._batch_entries(run)  # sorted once, for both looks
         later: dict[int, Packed] = {}  # by step index: batch reads verified after the buckets' candidates
         for i, earlier in self._batch_neighbours(run, batch, BATCH_NEIGHBOURS).items():

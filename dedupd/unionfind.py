@@ -120,7 +120,8 @@ return out
 # A match deleted meanwhile (another consumer's delete, between our read of its record and this call) whose
 # node is gone or never was (its id no longer maps to it, and no node stays for it) joins nothing: it would
 # come back as a node that no delete removes.
-# Returns per group: the root of n's cluster after the group, then the root each m had before it.
+# Returns per group: the root of n's cluster after the group, then the root each m had before it, then the root
+# n had before it.
 UNION_ROOTS = (
     _WRITES
     + """
@@ -132,7 +133,7 @@ local out = {}
 local i = 1
 while i <= #ARGV do
   local n, k = ARGV[i], tonumber(ARGV[i + 1])
-  local roots, done = {}, {}
+  local roots, done, was = {}, {}, find(n)
   for j = 1, k do
     local m = ARGV[i + 2 * j]
     if vanished(m, ARGV[i + 1 + 2 * j]) then
@@ -153,6 +154,7 @@ while i <= #ARGV do
   end
   out[#out + 1] = tonumber(find(n))
   for j = 1, k do out[#out + 1] = tonumber(roots[j]) end
+  out[#out + 1] = tonumber(was)
   i = i + 2 + 2 * k
 end
 return out

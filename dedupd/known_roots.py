@@ -1,0 +1,87 @@
+"""Cluster roots this process read or made a moment ago, by integer id (pure): a flood's batch looks up the
+roots of the copies the batch before it unioned, and those it knows already, so that it needs no lookup.
+
+What is kept is what the union-find said (unionfind.FIND_ROOTS) or did (unionfind.UNION_ROOTS: a document's
+root after its union, and the roots it merged) in this process, plus the documents a batch has just created
+(each its own root until the batch's unions). An id maps to a root it had; a root it had maps to itself
+while it was one. An answer follows the chain down (roots are the oldest, smallest, ids: a chain only goes
+down) and is an answer only when it ends at an id known to be a root, else the id is not known.
+
+Another consumer's unions can have merged a cluster since: an answer is then a root the id had, not the
+root it has. Roots only merge, so such a view is finer than Redis's, never coarser, and every use of roots
+in a batch takes that: a cluster seen as two has more of its candidates verified (within max_candidates),
+keeps more members in a bucket (within bucket_members) and may be named twice in an alert, as when the
+roots were read just before the other consumer's union. To keep that window short, everything is forgotten
+every ``max_age_s`` seconds, and when ``max_entries`` are kept (bounded memory).
+
+>>> roots = KnownRoots(clock=lambda: 0.0)
+>>> roots.learn([(9, 4), (4, 4)])
+>>> roots.get(9), roots.get(4), roots.get(5)
+(4, 4, None)
+>>> roots.learn([(4, 2), (2, 2)])  # a union merged 4's cluster into 2's
+>>> roots.get(9)
+2
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+MAX_ENTRIES = 1 << 16  # about 5 MB of dict entries at most
+MAX_AGE_S = 10.0  # everything kept is forgotten this often (another consumer's merges are seen after it)
+
+
+class KnownRoots:
+    """Roots by integer id, as this process last saw them (see the module docstring)."""
+
+    def __init__(
+        self,
+        max_entries: int = MAX_ENTRIES,
+        max_age_s: float = MAX_AGE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_entries, self.max_age_s, self._clock = max_entries, max_age_s, clock
+        self._root: dict[int, int] = {}
+        self._since = clock()
+
+    def __len__(self) -> int:
+        return len(self._root)
+
+    def get(self, num: int) -> int | None:
+        """The root ``num`` had when last seen, or None when that is not known."""
+        root = self._root
+        r = root.get(num)
+        while r is not None:
+            s = root.get(r)
+            if s == r:
+                return r
+            if s is None or s > r:  # the chain ends at an id not known to be a root
+                return None
+            r = s
+        return None
+
+    def learn(self, pairs: Iterable[tuple[int, int]]) -> None:
+        """Keep each (id, root it has now): (r, r) says r is a root; a pair whose root is younger than its id
+        (not a root it can have) is left out."""
+        self.expire()
+        root = self._root
+        for num, r in pairs:
+            if r <= num:
+                root[num] = r
+        if len(root) > self.max_entries:
+            self.clear()
+
+    def forget(self, nums: Iterable[int]) -> None:
+        """Not know these ids any more (nor, through them, the ids whose chains pass them)."""
+        for n in nums:
+            self._root.pop(n, None)
+
+    def clear(self) -> None:
+        self._root.clear()
+        self._since = self._clock()
+
+    def expire(self) -> None:
+        """Forget everything when it was learned ``max_age_s`` ago or more."""
+        if self._clock() - self._since >= self.max_age_s:
+            self.clear()
