@@ -472,27 +472,16 @@ class Gateway:
             if names is not None:
                 names.update(zip(wanted, map(_cluster_name, wanted, replies[first:-1]), strict=True))
         out: list[tuple[int, list[int]]] = []
+        done: list[tuple[int, int, list[int], int, list[int]]] = []  # what the unions did (known_roots.py)
         at = 0
         for num, matches in groups:
-            root, before = int(reply[at]), [int(x) for x in reply[at + 1 : at + 1 + len(matches)]]
+            k = len(matches)
+            root, before = int(reply[at]), [int(x) for x in reply[at + 1 : at + 1 + k]]
             out.append((root, before))
-            self._learn_union(num, int(reply[at + 1 + len(matches)]), [m for m, _ in matches], root, before)
-            at += 2 + len(matches)
+            done.append((num, int(reply[at + 1 + k]), [m for m, _ in matches], root, before))
+            at += 2 + k
+        self._known.learn_unions(done)
         return out
-
-    def _learn_union(self, num: int, was: int, matches: list[int], root: int, before: list[int]) -> None:
-        """Keep what one union did: ``num``, its earlier root ``was``, the matches and their earlier roots
-        have ``root`` now. A match that was its own root and is not the root now merged into it, or was deleted
-        meanwhile and joined nothing (UNION_ROOTS says the same of both): it is not known any more."""
-        pairs = [(num, root), (was, root), (root, root)]
-        gone = []
-        for m, b in zip(matches, before, strict=True):
-            if b != m:
-                pairs += [(m, root), (b, root)]
-            elif m != root:
-                gone.append(m)
-        self._known.learn(pairs)
-        self._known.forget(gone)
 
     def cluster_names(self, roots: list[int], known: dict[int, str]) -> list[str]:
         """A cluster is named by its root (oldest) document's id; ``#n`` if that document is gone."""

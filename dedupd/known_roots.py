@@ -26,7 +26,7 @@ every ``max_age_s`` seconds, and when ``max_entries`` are kept (bounded memory).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 MAX_ENTRIES = 1 << 16  # about 5 MB of dict entries at most
 MAX_AGE_S = 10.0  # everything kept is forgotten this often (another consumer's merges are seen after it)
@@ -70,6 +70,24 @@ class KnownRoots:
             if r <= num:
                 root[num] = r
         if len(root) > self.max_entries:
+            self.clear()
+
+    def learn_unions(self, unions: Iterable[tuple[int, int, Sequence[int], int, Sequence[int]]]) -> None:
+        """Keep what unions did, in order (unionfind.UNION_ROOTS, one group each): the document, the root it
+        had, its matches, its root after the group, and the root each match had. All of them have the root
+        after now (it is the smallest: unions are by smaller id). A match that was its own root and is not the
+        root after merged into it, or was deleted meanwhile and joined nothing (the script says the same of
+        both): it is not known any more."""
+        self.expire()
+        known = self._root
+        for num, was, matches, root, before in unions:
+            known[num] = known[was] = known[root] = root
+            for m, b in zip(matches, before, strict=True):
+                if b != m:
+                    known[m] = known[b] = root
+                elif m != root:
+                    known.pop(m, None)
+        if len(known) > self.max_entries:
             self.clear()
 
     def forget(self, nums: Iterable[int]) -> None:

@@ -46,6 +46,18 @@ def test_a_root_younger_than_its_id_is_not_kept() -> None:
     assert roots.get(3) is None and roots.get(9) == 9
 
 
+def test_unions_teach_their_roots_in_order() -> None:
+    roots = KnownRoots(clock=Clock())
+    roots.learn([(7, 7)])
+    # 9 (new) matched 8 (of 4's cluster) and 7 (its own root): one cluster, root 4
+    roots.learn_unions([(9, 9, [8, 7], 4, [4, 7])])
+    assert [roots.get(n) for n in (9, 8, 4)] == [4, 4, 4]
+    assert roots.get(7) is None  # merged into 4, or deleted meanwhile (the script says the same): looked up
+    # 5, in 2's cluster, matched 9: 4's cluster merges into 2's, and what followed 4 follows
+    roots.learn_unions([(5, 2, [9], 2, [4])])
+    assert [roots.get(n) for n in (9, 8, 5)] == [2, 2, 2]
+
+
 def test_everything_goes_after_max_age_and_beyond_max_entries() -> None:
     clock = Clock()
     roots = KnownRoots(max_entries=4, max_age_s=10.0, clock=clock)
