@@ -114,12 +114,16 @@ def _without(found: list[Packed | None], ids: Packed) -> list[Packed | None]:
         return found
     flat = np.concatenate([f for _, f in reads])
     keep = ~np.isin(flat, ids)
-    if keep.all():  # the usual case: no read holds a document of the batch
+    if keep.all():  # the usual case of different documents: no read holds a document of the batch
         return found
-    ends = np.cumsum([f.size for _, f in reads])[:-1]
+    sizes = np.fromiter((f.size for _, f in reads), dtype=np.int64, count=len(reads))
+    starts = np.zeros(len(reads), dtype=np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    kept = np.add.reduceat(keep, starts, dtype=np.int64)  # per read, how many of its ids stay
+    rest, ends = flat[keep], np.cumsum(kept)
     out = list(found)
-    for (i, _), part, mask in zip(reads, np.split(flat, ends), np.split(keep, ends), strict=True):
-        out[i] = part[mask]
+    for r in np.flatnonzero(kept != sizes).tolist():  # (a flood's later chunks: most reads)
+        out[reads[r][0]] = rest[ends[r] - kept[r] : ends[r]]
     return out
 
 
