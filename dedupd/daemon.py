@@ -301,6 +301,7 @@ class Daemon:
                 raise
             log.debug("the batch in hand failed too (%s)", again)
         self._recover_from = "0-0"
+        self.processor.gateway.forget_roots()  # (a server restarted without its data gives ids out again)
         if "NOGROUP" not in str(exc):
             return
         try:

@@ -411,10 +411,15 @@ class Gateway:
         self._known.learn([*zip(nums, found, strict=True), *((r, r) for r in found)])
         return found
 
-    def created(self, nums: Iterable[int]) -> None:
-        """Documents a batch has just created (no record before it): each is its own root until the batch's
-        unions (no lookup needed for them)."""
-        self._known.learn((n, n) for n in nums)
+    def created(self, nums: Sequence[int]) -> None:
+        """Documents a batch has just created and written (new integer ids, given out by this process, not
+        deletes): each is its own root until unions take it in (no lookup needed for them)."""
+        self._known.created(nums)
+
+    def forget_roots(self) -> None:
+        """Forget every root known (after a server error: a server restarted without its data gives the
+        integer ids out again)."""
+        self._known.clear()
 
     def reply(
         self, pipe: ScriptPipeline, name: str, maxlen: int, ttl_s: int, entries: Sequence[Emitted]

@@ -3,16 +3,21 @@ roots of the copies the batch before it unioned, and those it knows already, so 
 
 What is kept is what the union-find said (unionfind.FIND_ROOTS) or did (unionfind.UNION_ROOTS: a document's
 root after its union, and the roots it merged) in this process, plus the documents a batch has just created
-(each its own root until the batch's unions). An id maps to a root it had; a root it had maps to itself
-while it was one. An answer follows the chain down (roots are the oldest, smallest, ids: a chain only goes
-down) and is an answer only when it ends at an id known to be a root, else the id is not known.
+and written (new ids: each its own root until a union takes it in). An id maps to a root it had; a root it
+had maps to itself while it was one. An answer follows the chain down (roots are the oldest, smallest, ids: a
+chain only goes down) and is an answer only when it ends at an id known to be a root, else the id is not
+known.
 
-Another consumer's unions can have merged a cluster since: an answer is then a root the id had, not the
-root it has. Roots only merge, so such a view is finer than Redis's, never coarser, and every use of roots
-in a batch takes that: a cluster seen as two has more of its candidates verified (within max_candidates),
-keeps more members in a bucket (within bucket_members) and may be named twice in an alert, as when the
-roots were read just before the other consumer's union. To keep that window short, everything is forgotten
-every ``max_age_s`` seconds, and when ``max_entries`` are kept (bounded memory).
+Another consumer's unions can have merged a cluster since (also one of the documents created here, once
+written): an answer is then a root the id had, not the root it has. Roots only merge (the union-find never
+splits a cluster, and ids are not given out twice), so such a view is finer than Redis's, never coarser.
+Every use of roots in a batch takes that, as when the roots were read just before the other consumer's
+union: a cluster seen as two keeps more members in a bucket (within bucket_members), may be named twice in
+an alert, and has the best candidate of each part verified first, so that with more distinct clusters
+than ``max_candidates`` it can take the place of another cluster's. To keep that window short, everything
+is forgotten every ``max_age_s`` seconds, and when ``max_entries`` are kept (bounded memory). A server that
+restarted without its data gives the ids out again: the daemon forgets everything after a server error, and
+a created id not above the last ones created here does the same.
 
 >>> roots = KnownRoots(clock=lambda: 0.0)
 >>> roots.learn([(9, 4), (4, 4)])
@@ -44,6 +49,7 @@ class KnownRoots:
         self.max_entries, self.max_age_s, self._clock = max_entries, max_age_s, clock
         self._root: dict[int, int] = {}
         self._since = clock()
+        self._last_created = 0  # the largest id created here (ids go up unless the server lost them)
 
     def __len__(self) -> int:
         return len(self._root)
@@ -89,6 +95,17 @@ class KnownRoots:
                     known.pop(m, None)
         if len(known) > self.max_entries:
             self.clear()
+
+    def created(self, nums: Sequence[int]) -> None:
+        """Documents just created with new integer ids by this process: each is its own root. Ids are given
+        out in increasing order; one not above the last ones created here means the server gave them out
+        again (it restarted without its data, or lost its last writes): everything known is forgotten first."""
+        if not nums:
+            return
+        if min(nums) <= self._last_created:
+            self.clear()
+        self._last_created = max(nums)
+        self.learn((n, n) for n in nums)
 
     def forget(self, nums: Iterable[int]) -> None:
         """Not know these ids any more (nor, through them, the ids whose chains pass them)."""

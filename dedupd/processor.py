@@ -469,7 +469,13 @@ class Processor:
             own[key], key_of[i] = (s.entry.doc_id, fp), key
             if f.size:
                 reads[key] = (f, s.num)  # a query with an indexed document's id is not compared with it
-        self.gateway.created(s.num for s in run.steps if s.writes and s.old is None)  # no root lookups
+        self.gateway.created(  # the documents it created: no root lookups for them
+            [
+                s.num
+                for s, f in zip(run.steps, run.found, strict=True)
+                if s.writes and s.old is None and s.entry.op is not Op.DELETE and f is not None
+            ]
+        )
         batch = self._batch_entries(run)  # sorted once, for both looks
         later: dict[int, Packed] = {}  # by step index: batch reads verified after the buckets' candidates
         for i, earlier in self._batch_neighbours(run, batch, BATCH_NEIGHBOURS).items():
