@@ -462,6 +462,7 @@ class Processor:
         own: dict[int, tuple[str, Fingerprint]] = {}
         reads: dict[int, tuple[Packed, int]] = {}
         key_of: dict[int, int] = {}  # step index -> key (a query has no integer id: a negative key)
+        created: list[int] = []  # written, with no record before (a delete has no fingerprint): new ids
         for i, (s, fp, f) in enumerate(zip(run.steps, run.new, run.found, strict=True)):
             if fp is None or f is None or not (s.writes or s.action is Action.QUERY):
                 continue
@@ -469,13 +470,9 @@ class Processor:
             own[key], key_of[i] = (s.entry.doc_id, fp), key
             if f.size:
                 reads[key] = (f, s.num)  # a query with an indexed document's id is not compared with it
-        self.gateway.created(  # the documents it created: no root lookups for them
-            [
-                s.num
-                for s, f in zip(run.steps, run.found, strict=True)
-                if s.writes and s.old is None and s.entry.op is not Op.DELETE and f is not None
-            ]
-        )
+            if s.writes and s.old is None:
+                created.append(s.num)
+        self.gateway.created(created)  # no root lookups for them
         batch = self._batch_entries(run)  # sorted once, for both looks
         later: dict[int, Packed] = {}  # by step index: batch reads verified after the buckets' candidates
         for i, earlier in self._batch_neighbours(run, batch, BATCH_NEIGHBOURS).items():
