@@ -269,7 +269,11 @@ def earlier_clusters(
     parent: dict[int, int] = {}
     out: list[tuple[list[int], list[int]]] = []
     for num, matches in groups:
-        roots = [_find(parent, root_of.get(m, m)) for m in matches]
+        roots, last, found = [], -1, -1
+        for m in matches:  # (a flood's matches: one root, found once)
+            if (r := root_of.get(m, m)) != last:
+                last, found = r, _find(parent, r)
+            roots.append(found)
         best: dict[int, int] = {}
         for m, r in zip(matches, roots, strict=True):
             best.setdefault(r, m)

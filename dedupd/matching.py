@@ -114,12 +114,15 @@ def further_candidates(got: Verification, limit: int) -> dict[int, set[int]]:
     """By key, the candidates not yet verified of the clusters none of whose verified candidates matched
     (best-ranked first, at most ``limit`` verified in all per key)."""
     out: dict[int, set[int]] = {}
+    root = got.roots.get
     for k, ids in got.read.items():
         picked = got.candidates.get(k, set())
         if len(picked) == len(ids) or len(picked) >= limit:
             continue
-        matched = {got.roots.get(m[2], m[2]) for m in got.matches.get(k, ())}
-        rest = [n for n in ids if n not in picked and got.roots.get(n, n) not in matched]
+        matched = {root(m[2], m[2]) for m in got.matches.get(k, ())}
+        if matched and matched.issuperset(map(root, ids, ids)):  # (a flood's copy: one cluster, matched)
+            continue
+        rest = [n for n in ids if n not in picked and root(n, n) not in matched]
         if rest:
             out[k] = set(rest[: limit - len(picked)])
     return out

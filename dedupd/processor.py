@@ -62,6 +62,7 @@ _MAX_ATTEMPTS = 8
 _NO_BANDS = np.zeros(0, dtype=np.uint64)
 _NONE = np.zeros(0, dtype=np.int64)
 _NO_IDS_SET: frozenset[int] = frozenset()
+_NO_LINKS: list[str] = []  # (never changed)
 _NO_EVICTIONS = Evictions([], _NONE, np.zeros(0, np.uint32), _NONE, _NONE, [])
 _NO_SHARED = SharedEntries(np.zeros(0, np.uint64), np.zeros(0, np.uint64), np.zeros(0, np.int64), 0)
 _BatchEntries = tuple[list[int], SharedEntries]  # the run's written steps with band hashes, what they share
@@ -226,9 +227,11 @@ class _Run:
 
 def _full_clusters(candidates: set[int] | frozenset[int], roots: dict[int, int]) -> set[int]:
     """The cluster roots of which ``candidates`` hold ``VERIFIED_PER_CLUSTER`` or more."""
+    of = list(map(roots.get, candidates, candidates))  # (each one's root: itself when absent)
+    if of and of.count(of[0]) == len(of):  # one cluster (a flood's copy)
+        return {of[0]} if len(of) >= VERIFIED_PER_CLUSTER else set()
     counts: dict[int, int] = {}
-    for c in candidates:
-        r = roots.get(c, c)
+    for r in of:
         counts[r] = counts.get(r, 0) + 1
     return {r for r, n in counts.items() if n >= VERIFIED_PER_CLUSTER}
 
@@ -622,11 +625,12 @@ class Processor:
         names: dict[int, str] = {}
         groups: list[tuple[int, list[int]]] = []
         earlier: list[tuple[list[int], list[int]]] = []
+        read: set[int] = set()  # the ids the alerting documents read
         if alerting:
-            for i, step in alerting:
-                names[step.num] = step.entry.doc_id
-                names.update((m[2], m[0]) for m in matches[i])
-            self._add_roots(alerting, verified)
+            names = {m[2]: m[0] for i, _ in alerting for m in matches[i]}
+            names.update((step.num, step.entry.doc_id) for _, step in alerting)
+            read = read.union(*(verified.read.get(i, ()) for i, _ in alerting))
+            self._add_roots(read, verified)
             groups = [(step.num, [m[2] for m in matches[i]]) for i, step in alerting]
             earlier = earlier_clusters(groups, verified.roots)  # one union per distinct root, not per match
         # the clusters as the unions will leave them (one more consumer's merges aside): EVICT only groups by them
@@ -635,7 +639,7 @@ class Processor:
         ]
         merged = [(num, min(verified.roots.get(num, num), *rs), rs) for num, rs in joined]
         pipe = ScriptPipeline(gw.client)
-        gw.evict(pipe, self._evictions(run, alerting, merged, verified))
+        gw.evict(pipe, self._evictions(run, alerting, merged, verified, read))
         if alerting:
             unions = gw.union(
                 [
@@ -670,11 +674,15 @@ class Processor:
             out.append((e.entry_id, alert.fields()))
         gw.emit(pipe, gw.keys.alerts, s.alerts_retention, s.seen_ttl_s, out)
         entries = [steps[i].entry for i in done if steps[i].action is not Action.QUERY]
-        links = {steps[i].entry.entry_id: [m[0] for m in named[i]] for i, _ in alerting}
+        if s.baskets == "items":  # (the default: only the entries that name their items have one)
+            entries = [e for e in entries if e.items is not None]
+        links: dict[str, list[str]] = {}  # (a basket of sources only: the ids a document duplicates)
+        if s.baskets == "sources":
+            links = {steps[i].entry.entry_id: [m[0] for m in named[i]] for i, _ in alerting}
         baskets = [
             (e.entry_id, ["id", e.doc_id, *b])
             for e in entries
-            if (b := self._basket(e, links.get(e.entry_id, []))) is not None
+            if (b := self._basket(e, links.get(e.entry_id, _NO_LINKS))) is not None
         ]
         gw.emit(pipe, gw.keys.baskets, s.basket_retention, s.seen_ttl_s, baskets)
         queries = [steps[i].entry for i in done if steps[i].action is Action.QUERY]
@@ -682,9 +690,9 @@ class Processor:
         result.queries += len(queries)
         pipe.execute()
 
-    def _add_roots(self, alerting: list[tuple[int, Step]], verified: Verification) -> None:
-        """The cluster roots, before this run's unions, of the ids the alerting documents read (one lookup)."""
-        wanted = {n for i, _ in alerting for n in verified.read.get(i, ())} - verified.roots.keys()
+    def _add_roots(self, read: set[int], verified: Verification) -> None:
+        """The cluster roots, before this run's unions, of the ids the alerting documents ``read`` (one lookup)."""
+        wanted = read - verified.roots.keys()
         if wanted:
             nums = sorted(wanted)
             verified.roots.update(zip(nums, self.gateway.roots(nums), strict=True))
@@ -695,6 +703,7 @@ class Processor:
         alerting: list[tuple[int, Step]],
         merged: list[tuple[int, int, list[int]]],
         verified: Verification,
+        read: set[int],
     ) -> Evictions:
         """lua.EVICT's rows: per bucket and cluster that a document of this run joined where it was there
         already (run.hits), the cluster's newest documents of the run in it (bounds.eviction_rows), and per
@@ -723,7 +732,7 @@ class Processor:
         roots, cluster = np.unique(cluster_of[at], return_inverse=True)
         known: dict[int, list[int]] = {int(r): [] for r in roots.tolist()}
         root_of = verified.roots
-        for n in {n for i, _ in alerting for n in verified.read.get(i, ())}:
+        for n in read:
             if (r := final.get(root_of.get(n, n))) is not None and r in known:
                 known[r].append(n)
         for i, s in enumerate(run.steps):

@@ -32,6 +32,7 @@ def measure(corpus: Path, docs: int) -> dict[str, float]:
     sys.path.insert(0, str(HERE.parent / "tests"))
     from conftest import start_redis_server
 
+    from dedupd.connection import connect
     from dedupd.daemon import Daemon, tune_gc
     from dedupd.settings import load_settings
 
@@ -48,7 +49,7 @@ def measure(corpus: Path, docs: int) -> dict[str, float]:
             pipe.execute()
             url = f"redis://127.0.0.1:{port}/0"
             settings = load_settings(redis_url=url, metrics_port=0, consumer="bench", block_ms=50)
-            daemon = Daemon(settings, client=redis.Redis.from_url(url))
+            daemon = Daemon(settings, client=connect(settings))  # (as `dedupd serve` connects: its packer)
             daemon.processor.warm_up()
             tune_gc()  # as Daemon.run does
             server0 = _server_cpu(r)
