@@ -60,10 +60,23 @@ local floor = tonumber(redis.call('GET', KEYS[4]) or '0')
     + _PARENTS
     + """
 local function counted(x) return tonumber(x) > floor end
+-- children counted by this call, added to KIDS when a node loses one, else at the call's end (flush_children):
+-- a flood's copies all join one root, one HINCRBY a call instead of one a copy
+local added = {}
+local function children_added(p)
+  local d = added[p]
+  added[p] = nil
+  return d or 0
+end
+local function has_children(n) return added[n] ~= nil or redis.call('HEXISTS', KIDS, n) == 1 end
+local function flush_children()
+  for p, d in pairs(added) do redis.call('HINCRBY', KIDS, p, d) end
+  added = {}
+end
 -- p lost a child: a deleted document's node left without children goes, and its parent loses a child, ...
 local function lost_child(p)
   while counted(p) do
-    if redis.call('HINCRBY', KIDS, p, -1) > 0 then return end
+    if redis.call('HINCRBY', KIDS, p, children_added(p) - 1) > 0 then return end
     redis.call('HDEL', KIDS, p)
     if redis.call('HDEL', GONE, p) == 0 then return end  -- a live document's node: it stays
     local q = up(p)
@@ -78,7 +91,7 @@ local function set_parent(x, p)  -- x points at p from now on (p counted first: 
   if old == p then return end
   parent[x] = p
   redis.call('HSET', UF, x, p)
-  if counted(p) then redis.call('HINCRBY', KIDS, p, 1) end
+  if counted(p) then added[p] = (added[p] or 0) + 1 end
   if old ~= x then lost_child(old) end
 end
 -- x's root, the path to it compressed from the top: a node moves before it can lose its last child
@@ -90,7 +103,7 @@ end
 -- a deleted document's node: it goes when no node points to it, else it stays, marked, until its last child goes
 local function forget_node(n)
   if not counted(n) then return end
-  if redis.call('HEXISTS', KIDS, n) == 1 then
+  if has_children(n) then
     redis.call('HSET', GONE, n, 1)
     return
   end
@@ -125,9 +138,8 @@ return out
 UNION_ROOTS = (
     _WRITES
     + """
-local function vanished(m, id)
-  return counted(m) and redis.call('HGET', KEYS[5], id) ~= m and up(m) == m
-    and redis.call('HEXISTS', KIDS, m) == 0
+local function vanished(m, id)  -- (a node with a parent is there: no lookup)
+  return up(m) == m and counted(m) and redis.call('HGET', KEYS[5], id) ~= m and not has_children(m)
 end
 local out = {}
 local i = 1
@@ -157,6 +169,7 @@ while i <= #ARGV do
   out[#out + 1] = tonumber(was)
   i = i + 2 + 2 * k
 end
+flush_children()
 return out
 """
 )
@@ -189,6 +202,7 @@ for _, id in ipairs(old) do
   redis.call('HDEL', TOMB, id)
   redis.call('ZREM', TOMBX, id)
 end
+flush_children()
 return #old
 """
 )
