@@ -218,11 +218,30 @@ class Gateway:
             for i, n in enumerate(nums)
         ]
 
-    def load_records(self, nums: Iterable[int]) -> dict[int, Record | None]:
-        """Fetch document records in one pipelined exchange."""
+    def load_records(
+        self, nums: Iterable[int], ahead: Sequence[int] = (), stash: dict[int, bytes | None] | None = None
+    ) -> dict[int, Record | None]:
+        """Fetch document records in one pipelined exchange. With ``stash``: the stored bytes of the ids
+        ``ahead`` (not decoded) are read in the same exchange into it, and an id found in it is taken from it
+        instead of read again (a record read a moment ago, as one read with the others would be)."""
         wanted = list(dict.fromkeys(nums))
         if not wanted:
             return {}
+        held: dict[int, bytes | None] = {}
+        extra: list[int] = []
+        if stash is not None:
+            held = {n: stash.pop(n) for n in wanted if n in stash}
+            wanted = [n for n in wanted if n not in held]
+            fetched = set(wanted)
+            extra = [n for n in dict.fromkeys(ahead) if n not in held and n not in fetched]
+        blobs = self._stored(wanted + extra) if wanted else []
+        if stash is not None and wanted:
+            stash.update(zip(extra, blobs[len(wanted) :], strict=True))
+        nums_read = [*held, *wanted]
+        return self._decoded.decode(nums_read, [*held.values(), *blobs[: len(wanted)]], self.fingerprinter)
+
+    def _stored(self, wanted: list[int]) -> list[bytes | None]:
+        """The stored records of ``wanted`` (None when missing), in one pipelined exchange."""
         names = [self.record_key(n) for n in wanted]
         pipe = self.client.pipeline(transaction=False)
         if self.cluster:  # records live in many slots: one GET each, pipelined per node
@@ -233,7 +252,7 @@ class Gateway:
             for i in range(0, len(names), 1000):
                 pipe.mget(names[i : i + 1000])
             blobs = [b for part in pipe.execute() for b in part]
-        return self._decoded.decode(wanted, blobs, self.fingerprinter)
+        return blobs
 
     def remember(self, num: int, blob: bytes, record: Record) -> None:
         """Keep a record just written as read (record_cache.DecodedRecords.remember)."""

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Found", "Verification", "similarities", "verify_candidates", "verify_reads"]
 
+_NO_IDS = np.zeros(0, dtype=np.int64)
+
 
 def similarities(
     table: Sequence[Fingerprint], left: npt.NDArray[np.int64], right: npt.NDArray[np.int64], verify: str
@@ -79,20 +81,26 @@ def verify_reads(
     got = Verification()
     if not reads:
         return got
-    got.read, got.roots, got.candidates = choose_candidates(gw, reads)
-    got.matches = verify_candidates(gw, own, got.candidates)
+    got.read, got.roots, got.candidates, unpicked = choose_candidates(gw, reads)
+    # the ids read but not picked are read with the candidates' records when they are not many more: the
+    # next ones of a cluster none of whose picked candidates matched (a flood's copy, now and then) are
+    # verified without another exchange
+    picked = sum(map(len, got.candidates.values()))
+    ahead = [n for n in unpicked.tolist() if n not in own] if unpicked.size <= 2 * picked else []
+    stash: dict[int, bytes | None] = {}
+    got.matches = verify_candidates(gw, own, got.candidates, ahead, stash)
     more = further_candidates(got, gw.bounds.max_candidates)
     if more:
-        got.add(Verification(verify_candidates(gw, own, more), more))
+        got.add(Verification(verify_candidates(gw, own, more, (), stash), more))
     return got
 
 
 def choose_candidates(
     gw: Gateway, reads: Mapping[int, tuple[Packed, int]]
-) -> tuple[dict[int, list[int]], dict[int, int], dict[int, set[int]]]:
+) -> tuple[dict[int, list[int]], dict[int, int], dict[int, set[int]], npt.NDArray[np.int64]]:
     """The distinct ids read by each key (ranked: bounds.ranked_flat), the cluster roots of all of them when
     a key read more than ``VERIFIED_PER_CLUSTER`` (one lookup; the alerts' unions need most of them after),
-    and the candidates to verify by key (bounds.pick_many)."""
+    the candidates to verify by key (bounds.pick_many), and the ids read that no key picked (sorted)."""
     limit = gw.bounds.max_candidates
     keys, who, ids = ranked_flat(reads)
     listed = ids.tolist()
@@ -100,14 +108,16 @@ def choose_candidates(
     few = min(limit, VERIFIED_PER_CLUSTER)
     root_of: dict[int, int] = {}
     picked = listed
+    unpicked = _NO_IDS
     if ids.size and int(np.bincount(who).max()) > few:  # then every id read (one lookup serves all)
         distinct = np.unique(ids)
         roots = np.array(gw.roots(distinct.tolist()), dtype=np.int64)
         root_of = dict(zip(distinct.tolist(), roots.tolist(), strict=True))
         at = pick_many(who, roots[np.searchsorted(distinct, ids)], limit, VERIFIED_PER_CLUSTER)
+        unpicked = np.setdiff1d(distinct, ids[at], assume_unique=False)
         who, picked = who[at], ids[at].tolist()
     out = {keys[k]: set(c) for k, c in enumerate(split_by(who, picked, len(keys))) if c}
-    return ranks, root_of, out
+    return ranks, root_of, out, unpicked
 
 
 def further_candidates(got: Verification, limit: int) -> dict[int, set[int]]:
@@ -160,7 +170,11 @@ def _rows(
 
 
 def verify_candidates(
-    gw: Gateway, own: Mapping[int, tuple[str, Fingerprint]], candidates: Mapping[int, set[int]]
+    gw: Gateway,
+    own: Mapping[int, tuple[str, Fingerprint]],
+    candidates: Mapping[int, set[int]],
+    ahead: Sequence[int] = (),
+    stash: dict[int, bytes | None] | None = None,
 ) -> dict[int, list[Found]]:
     """Verify candidates in one exchange and one compiled call.
 
@@ -169,6 +183,8 @@ def verify_candidates(
         own: the documents being checked, by key (their integer id; a query uses a negative key), with
             their id and fingerprint; a candidate among them is compared with this fingerprint.
         candidates: by key, the integer ids found in its buckets.
+        ahead, stash: records read in the same exchange into ``stash``, and records read from it
+            (Gateway.load_records).
 
     Returns:
         By key, the verified matches at or above the index's threshold, best first (keys without any left
@@ -176,7 +192,7 @@ def verify_candidates(
     """
     named: set[int] = set().union(*candidates.values())
     wanted = named - own.keys()
-    others = gw.load_records(wanted) if wanted else {}
+    others = gw.load_records(wanted, ahead, stash) if wanted else {}
     # only the documents some pair names: the checked ones with candidates, and their candidates
     fps = {k: own[k] for k in (named | candidates.keys()) & own.keys()}
     fps.update((n, (rec.doc_id, rec.fingerprint)) for n, rec in others.items() if rec is not None)

@@ -1,10 +1,14 @@
-"""What a later chunk of a batch's bucket calls read, without the batch's new documents (gateway._without):
-the same ids, in the same order, as taking them out of each read one by one; a read with none of them is
-left as it was."""
+"""Gateway reads: what a later chunk of a batch's bucket calls read, without the batch's new documents
+(gateway._without: the same ids, in the same order, as taking them out of each read one by one; a read with
+none of them is left as it was); records read ahead (load_records' stash)."""
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
+import redis
+from helpers import drain, make_daemon, push, text
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -27,3 +31,25 @@ def test_reads_lose_exactly_the_batchs_new_documents(reads: list[list[int] | Non
         assert after.tolist() == [n for n in before.tolist() if n not in new]
         if not set(before.tolist()) & new:
             assert after is before
+
+
+def test_records_read_ahead_are_taken_from_the_stash_not_read_again(r: redis.Redis, redis_url: str) -> None:
+    """load_records reads the records ``ahead`` in the same exchange into the stash (the next candidates of
+    a cluster none of whose picked ones matched: verified without another exchange); a later call takes
+    them from it, as they were when read, and reads the others."""
+    daemon = make_daemon(redis_url)
+    rng = random.Random(5)
+    push(r, [{"id": f"d{i}", "text": text(rng, 30)} for i in range(4)])
+    drain(daemon)
+    gw = daemon.gateway
+    a, b, c, d = gw.nums_of([f"d{i}" for i in range(4)])
+    stash: dict[int, bytes | None] = {}
+    first = gw.load_records([a], [b, c, a], stash)
+    assert list(first) == [a] and first[a] is not None and first[a].doc_id == "d0"
+    assert set(stash) == {b, c}  # (a is read once: as wanted)
+    r.delete(gw.record_key(b))  # changed after it was read ahead: the read is what the exchange saw
+    second = gw.load_records([b, d], (), stash)
+    assert second[b] is not None and second[b].doc_id == "d1"
+    assert second[d] is not None and second[d].doc_id == "d3"  # not read ahead: read now
+    assert set(stash) == {c}  # taken out once used
+    assert gw.load_records([b])[b] is None  # without the stash: read again
