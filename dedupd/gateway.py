@@ -107,24 +107,27 @@ def _new_documents(writes: Sequence[DocWrite]) -> Packed:
     return np.array(nums, dtype=np.uint32) if nums else NO_IDS
 
 
-def _without(found: list[Packed | None], ids: Packed) -> list[Packed | None]:
-    """Each read of ``found`` without ``ids`` (one membership test for all of them)."""
-    reads = [(i, f) for i, f in enumerate(found) if f is not None and f.size]
-    if not ids.size or not reads:
-        return found
-    flat = np.concatenate([f for _, f in reads])
-    keep = ~np.isin(flat, ids)
-    if keep.all():  # the usual case of different documents: no read holds a document of the batch
-        return found
-    sizes = np.fromiter((f.size for _, f in reads), dtype=np.int64, count=len(reads))
-    starts = np.zeros(len(reads), dtype=np.int64)
-    np.cumsum(sizes[:-1], out=starts[1:])
-    kept = np.add.reduceat(keep, starts, dtype=np.int64)  # per read, how many of its ids stay
-    rest, ends = flat[keep], np.cumsum(kept)
-    out = list(found)
-    for r in np.flatnonzero(kept != sizes).tolist():  # (a flood's later chunks: most reads)
-        out[reads[r][0]] = rest[ends[r] - kept[r] : ends[r]]
-    return out
+def _reads(packed: Sequence[bytes | None], ids: Packed) -> list[Packed | None]:
+    """Each write's read from its ids packed as uint32 LE (None: its record had changed, nothing written),
+    without ``ids``: one array and one membership test for all of them, each read a slice of it.
+
+    >>> [None if r is None else r.tolist() for r in _reads([b"", None, bytes([1, 0, 0, 0, 2, 0, 0, 0])], np.array([2], np.uint32))]
+    [[], None, [1]]
+    """
+    sizes = np.array([len(p) // 4 if p else 0 for p in packed], dtype=np.int64)
+    if not sizes.any():  # different documents: nothing read
+        return [None if p is None else NO_IDS for p in packed]
+    flat = np.frombuffer(b"".join(p for p in packed if p), dtype="<u4")
+    if ids.size:
+        keep = ~np.isin(flat, ids)
+        if not keep.all():  # (a flood's later chunks: the batch's copies before them)
+            owner = np.repeat(np.arange(sizes.size), sizes)
+            sizes, flat = np.bincount(owner[keep], minlength=sizes.size), flat[keep]
+    ends = np.cumsum(sizes).tolist()
+    return [
+        None if p is None else flat[end - n : end] if n else NO_IDS
+        for p, n, end in zip(packed, sizes.tolist(), ends, strict=True)
+    ]
 
 
 class Gateway:
@@ -333,19 +336,15 @@ class Gateway:
         at = 0
         for size, ops, call_rows in spans:
             groups = [next(replies) for _ in call_rows]
-            chunk: list[Packed | None] = []
+            chunk: list[bytes | None] = []
             for j in range(size):
                 parts = [group[j] for group in groups]
-                if b"!" in parts:
-                    chunk.append(None)
-                    continue
-                packed = b"".join(parts)
-                chunk.append(np.frombuffer(packed, dtype="<u4") if packed else NO_IDS)
+                chunk.append(None if b"!" in parts else b"".join(parts))
             if ops is not None:
                 hits += [
                     Hits.of(ops, rows, group[size], at) for rows, group in zip(call_rows, groups, strict=True)
                 ]
-            found += _without(chunk, _new_documents(writes[:at]))
+            found += _reads(chunk, _new_documents(writes[:at]))
             at += size
         return found, Hits.join(hits)
 

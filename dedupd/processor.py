@@ -222,7 +222,8 @@ class _Run:
     found: list[Packed | None] = field(default_factory=list)  # per step: its bucket reads, None = retry
     refused: dict[int, str] = field(default_factory=dict)  # by step: why its document was not stored
     hits: Hits = NO_HITS  # the buckets joined that were there already (``write``: the step's index)
-    written: list[tuple[int, bytes, Record]] = field(default_factory=list)  # records stored: to remember
+    # records stored, to remember: integer id, stored bytes, step index, fingerprint
+    written: list[tuple[int, bytes, int, Fingerprint]] = field(default_factory=list)
 
 
 def _full_clusters(candidates: set[int] | frozenset[int], roots: dict[int, int]) -> set[int]:
@@ -384,8 +385,9 @@ class Processor:
             ]
             if self.emits:
                 self._emit_outputs(run, done, self._verify(run), result, evicted if attempt == 1 else None)
-            for num, blob, record in run.written:  # after the next batch was let go (``evicted``)
-                self.gateway.remember(num, blob, record)
+            for num, blob, i, fp in run.written:  # after the next batch was let go (``evicted``)
+                e = run.steps[i].entry
+                self.gateway.remember(num, blob, Record(num, e.doc_id, fp, e.entry_id, e.source))
             result.processed += sum(1 for i in done if run.steps[i].action is not Action.QUERY)
             entries = [s.entry for s, f in zip(run.steps, run.found, strict=True) if s.writes and f is None]
             if entries:  # another consumer changed these documents first: nothing of ours was written
@@ -434,8 +436,7 @@ class Processor:
         for i, w, f in zip(at, writes, applied, strict=True):
             found[i] = f
             if f is not None and f.size and w.record is not None and (fp := new[i]) is not None:
-                e = steps[i].entry
-                written.append((w.num, w.record, Record(w.num, e.doc_id, fp, e.entry_id, e.source)))
+                written.append((w.num, w.record, i, fp))  # (its Record made by the worker, later)
         hits = _by_step(hits, np.array(at, dtype=np.int64))
         gw.forget(
             [
