@@ -224,22 +224,23 @@ class Gateway:
     def load_records(
         self, nums: Iterable[int], ahead: Sequence[int] = (), stash: dict[int, bytes | None] | None = None
     ) -> dict[int, Record | None]:
-        """Fetch document records in one pipelined exchange. With ``stash``: the stored bytes of the ids
-        ``ahead`` (not decoded) are read in the same exchange into it, and an id found in it is taken from it
-        instead of read again (a record read a moment ago, as one read with the others would be)."""
+        """Fetch document records in one pipelined exchange. With ``stash``: the stored bytes this reads
+        are kept in it, with those of the ids ``ahead`` (read in the same exchange, not decoded), and an id
+        found in it is taken from it instead of read again (a record read a moment ago, as one read with
+        the others would be)."""
         wanted = list(dict.fromkeys(nums))
         if not wanted:
             return {}
         held: dict[int, bytes | None] = {}
         extra: list[int] = []
         if stash is not None:
-            held = {n: stash.pop(n) for n in wanted if n in stash}
+            held = {n: stash[n] for n in wanted if n in stash}
             wanted = [n for n in wanted if n not in held]
             fetched = set(wanted)
             extra = [n for n in dict.fromkeys(ahead) if n not in held and n not in fetched]
         blobs = self._stored(wanted + extra) if wanted else []
-        if stash is not None and wanted:
-            stash.update(zip(extra, blobs[len(wanted) :], strict=True))
+        if stash is not None:
+            stash.update(zip(wanted + extra, blobs, strict=True))
         nums_read = [*held, *wanted]
         return self._decoded.decode(nums_read, [*held.values(), *blobs[: len(wanted)]], self.fingerprinter)
 

@@ -82,11 +82,10 @@ def verify_reads(
     if not reads:
         return got
     got.read, got.roots, got.candidates, unpicked = choose_candidates(gw, reads)
-    # the ids read but not picked are read with the candidates' records when they are not many more: the
-    # next ones of a cluster none of whose picked candidates matched (a flood's copy, now and then) are
-    # verified without another exchange
-    picked = sum(map(len, got.candidates.values()))
-    ahead = [n for n in unpicked.tolist() if n not in own] if unpicked.size <= 2 * picked else []
+    # the next candidates of a cluster none of whose picked ones matched (a flood's copy, now and then) are
+    # among the ids read but not picked: read with the picked ones' records, they are verified without
+    # another exchange
+    ahead = [n for n in unpicked.tolist() if n not in own]
     stash: dict[int, bytes | None] = {}
     got.matches = verify_candidates(gw, own, got.candidates, ahead, stash)
     more = further_candidates(got, gw.bounds.max_candidates)
@@ -100,7 +99,8 @@ def choose_candidates(
 ) -> tuple[dict[int, list[int]], dict[int, int], dict[int, set[int]], npt.NDArray[np.int64]]:
     """The distinct ids read by each key (ranked: bounds.ranked_flat), the cluster roots of all of them when
     a key read more than ``VERIFIED_PER_CLUSTER`` (one lookup; the alerts' unions need most of them after),
-    the candidates to verify by key (bounds.pick_many), and the ids read that no key picked (sorted)."""
+    the candidates to verify by key (bounds.pick_many), and the ids read that no key picked (sorted) when
+    they are at most four times as many as the ids picked (else none: not worth reading ahead)."""
     limit = gw.bounds.max_candidates
     keys, who, ids = ranked_flat(reads)
     listed = ids.tolist()
@@ -114,7 +114,10 @@ def choose_candidates(
         roots = np.array(gw.roots(distinct.tolist()), dtype=np.int64)
         root_of = dict(zip(distinct.tolist(), roots.tolist(), strict=True))
         at = pick_many(who, roots[np.searchsorted(distinct, ids)], limit, VERIFIED_PER_CLUSTER)
-        unpicked = np.setdiff1d(distinct, ids[at], assume_unique=False)
+        chosen = np.unique(ids[at])
+        unpicked = np.setdiff1d(distinct, chosen, assume_unique=True)
+        if unpicked.size > 4 * chosen.size:
+            unpicked = _NO_IDS
         who, picked = who[at], ids[at].tolist()
     out = {keys[k]: set(c) for k, c in enumerate(split_by(who, picked, len(keys))) if c}
     return ranks, root_of, out, unpicked
