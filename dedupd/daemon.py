@@ -15,9 +15,11 @@ nothing new until some are done. During a rebuild's switch the daemons pause (se
 
 Overlap (``overlap_batches``, on by default): a batch's second half (verification, unions, alerts, evictions,
 its acknowledgement; processor.py's ``finish``) runs in a second thread (worker.py) while the main thread reads,
-fingerprints and indexes the next batch (``start``). At most one batch is in that second half; a batch sharing
-a document with it, a claimed or recovered entry, waiting entries, a rebuild's switch or pause, and a stop all
-wait for it first. Off with ``wait_replicas`` (WAIT covers one connection's writes) and on a Redis Cluster.
+fingerprints and indexes the next batch (``start``), whose records and buckets are written once the batch in
+hand's evictions are (and its unions, when the next batch deletes documents). At most one batch is in that
+second half; a batch sharing a document with it, a claimed or recovered entry, waiting entries, a rebuild's
+switch or pause, and a stop all wait for it first. Off with ``wait_replicas`` (WAIT covers one connection's
+writes) and on a Redis Cluster.
 
 Bounded memory: the entries a daemon holds (a read, and the deferred ones) are at most ``batch_max_bytes``
 (stream.py reads bounded in bytes; an entry larger than ``max_entry_bytes`` arrives cut short and is
@@ -125,12 +127,13 @@ def tune_gc() -> None:
 @dataclass(frozen=True, slots=True)
 class InHand:
     """A batch being finished by the worker: its entries, their document ids, its outcome, whether its
-    evictions and unions are written, when it started and its size in bytes."""
+    evictions are written, whether its unions are, when it started and its size in bytes."""
 
     batch: list[RawEntry]
     docs: frozenset[bytes]
     future: Future[BatchResult]
-    evicted: threading.Event  # set once its evictions and unions are written (or it ended without)
+    evicted: threading.Event  # set once its evictions are written (or it ended without)
+    unioned: threading.Event  # set once its unions are written too (or it ended without)
     started: float
     size: int
 
@@ -393,7 +396,7 @@ class Daemon:
         finish and acknowledge; returns what the settled one did."""
         started = time.monotonic()
         try:
-            first = self.processor.start(batch, None, self._wait_evictions)
+            first = self.processor.start(batch, None, self._wait_in_hand)
         except Exception as exc:
             self._exit_if_asked()
             if not _not_the_entry(exc):
@@ -403,28 +406,36 @@ class Daemon:
         if not first.single:
             # its later runs are indexed in finish(): in this thread, not beside the next batch
             return self._book(batch, self._finish(first, batch), started)
-        evicted = threading.Event()
+        evicted, unioned = threading.Event(), threading.Event()
         processor = self.processor  # the generation the batch started on, whatever comes next
-        job = self._worker.submit(lambda: self._finish_and_ack(processor, first, batch, evicted))
+        job = self._worker.submit(lambda: self._finish_and_ack(processor, first, batch, evicted, unioned))
         docs = frozenset(doc for _, fields in batch if (doc := self.stream.doc_field(fields)))
-        self.in_hand = InHand(batch, docs, job, evicted, started, sum(entry_bytes(f) for _, f in batch))
+        held = sum(entry_bytes(f) for _, f in batch)
+        self.in_hand = InHand(batch, docs, job, evicted, unioned, started, held)
         return settled
 
-    def _wait_evictions(self) -> None:
+    def _wait_in_hand(self, deletes: bool) -> None:
         """Before a batch writes its records and buckets: wait until the batch in hand has written its
-        evictions and unions (the buckets and clusters are then read as one batch at a time reads them: a
-        flood's copies read two per cluster, a delete comes after the unions of the batch before)."""
+        evictions (the buckets are then read as one batch at a time reads them: a flood's copies read two per
+        cluster), and its unions too when this batch ``deletes`` documents (a delete comes after the unions of
+        the batch before, and a root it deletes has its name read for that batch's alerts first)."""
         if self.in_hand is not None:
-            self.in_hand.evicted.wait()
+            (self.in_hand.unioned if deletes else self.in_hand.evicted).wait()
 
     def _finish_and_ack(
-        self, processor: Processor, first: Started, batch: list[RawEntry], evicted: threading.Event
+        self,
+        processor: Processor,
+        first: Started,
+        batch: list[RawEntry],
+        evicted: threading.Event,
+        unioned: threading.Event,
     ) -> BatchResult:
         """The worker's job: finish the batch and acknowledge it."""
         try:
-            result = processor.finish(first, evicted.set)
+            result = processor.finish(first, evicted.set, unioned.set)
         finally:
             evicted.set()
+            unioned.set()
         self._ack(batch, result)
         return result
 

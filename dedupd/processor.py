@@ -274,12 +274,14 @@ class Processor:
         self,
         raw: Sequence[RawEntry],
         deliveries: dict[str, int] | None = None,
-        before_index: Callable[[], None] | None = None,
+        before_index: Callable[[bool], None] | None = None,
     ) -> Started:
         """The first half of :meth:`process`: validate the entries, then plan, fingerprint and index (records
         and buckets written) the batch's first run of distinct documents. :meth:`finish` does the rest.
-        ``before_index`` is called just before the records and buckets are written (the daemon waits there for
-        the last batch's evictions and unions: buckets and clusters are read as they are after them)."""
+        ``before_index`` is called just before the records and buckets are written, with whether the run
+        deletes documents (the daemon waits there for the last batch's evictions, and also for its unions when
+        this one deletes: buckets are read as they are after them, a root is not deleted before its name is
+        read)."""
         dead: list[DeadLetter] = []
         valid: list[Entry] = []
         for entry_id, fields in raw:
@@ -302,17 +304,24 @@ class Processor:
         parts = [part for run in unique_runs(valid) for part in byte_runs(run, self.settings.batch_max_bytes)]
         return Started(raw, dead, parts, self._apply(parts[0], before_index) if parts else None)
 
-    def finish(self, started: Started, evicted: Callable[[], None] | None = None) -> BatchResult:
+    def finish(
+        self,
+        started: Started,
+        evicted: Callable[[], None] | None = None,
+        unioned: Callable[[], None] | None = None,
+    ) -> BatchResult:
         """The second half of :meth:`process`: verify and write the outputs of the first run, process the
         other runs, dead-letter, count; returns what the batch did (nothing of it is acknowledged here).
-        ``evicted`` is called once the first run's evictions and unions are written, before its alerts."""
+        ``evicted`` is called once the first run's evictions are written, and its unions too unless
+        ``unioned`` is given: then it is called once they are (and the names of the clusters read), before
+        its alerts."""
         result = BatchResult()
         raw, dead = started.raw, list(started.dead)
         fields_of = dict(raw)
         for at, part in enumerate(started.parts):
             first = at == 0
             refused = self._process_run(
-                part, result, started.first if first else None, evicted if first else None
+                part, result, started.first if first else None, *((evicted, unioned) if first else ())
             )
             dead += [((e, fields_of[e]), DOC_TOO_LARGE, detail) for e, detail in refused]
         if dead and self.emits:
@@ -367,8 +376,9 @@ class Processor:
         result: BatchResult,
         applied: _Run | None = None,
         evicted: Callable[[], None] | None = None,
+        unioned: Callable[[], None] | None = None,
     ) -> list[tuple[str, str]]:
-        """Process a run (``applied``: its first attempt's _apply, done already; ``evicted``: see
+        """Process a run (``applied``: its first attempt's _apply, done already; ``evicted``, ``unioned``: see
         :meth:`finish`); returns the (entry id, detail) of the entries whose document would have grown beyond
         max_stored_bytes (not written: to be dead-lettered)."""
         refused: list[tuple[str, str]] = []
@@ -384,7 +394,8 @@ class Processor:
                 if s.action is not Action.DEFER and (f is not None or not s.writes) and i not in run.refused
             ]
             if self.emits:
-                self._emit_outputs(run, done, self._verify(run), result, evicted if attempt == 1 else None)
+                let_go = (evicted, unioned) if attempt == 1 else (None, None)
+                self._emit_outputs(run, done, self._verify(run), result, *let_go)
             for num, blob, i, fp in run.written:  # after the next batch was let go (``evicted``)
                 e = run.steps[i].entry
                 self.gateway.remember(num, blob, Record(num, e.doc_id, fp, e.entry_id, e.source))
@@ -400,7 +411,7 @@ class Processor:
             raise ConcurrentUpdateError(f"{len(entries)} documents kept changing under concurrent updates")
         return refused
 
-    def _apply(self, entries: Sequence[Entry], before_index: Callable[[], None] | None = None) -> _Run:
+    def _apply(self, entries: Sequence[Entry], before_index: Callable[[bool], None] | None = None) -> _Run:
         """Plan the run, fingerprint what changes, write records and buckets (one exchange, after
         ``before_index``), and look the queries up (read only, after the writes: a query sees the documents
         of its batch before it)."""
@@ -431,7 +442,8 @@ class Processor:
                 writes.append(w)
                 at.append(i)
         found: list[Packed | None] = [NO_IDS] * len(steps)
-        applied, hits = gw.apply(writes, before_index)
+        deletes = any(s.writes and s.entry.op is Op.DELETE for s in steps)
+        applied, hits = gw.apply(writes, None if before_index is None else lambda: before_index(deletes))
         written = []  # (later batches read them: remembered once this one is verified, _process_run)
         for i, w, f in zip(at, writes, applied, strict=True):
             found[i] = f
@@ -614,10 +626,13 @@ class Processor:
         verified: Verification,
         result: BatchResult,
         evicted: Callable[[], None] | None = None,
+        unioned: Callable[[], None] | None = None,
     ) -> None:
         """Evictions, unions, alerts, baskets and replies of a run's steps ``done``. When ``evicted`` is given,
         the evictions and unions go first, in an exchange of their own, then ``evicted()``: the next batch may
-        write its buckets and records (it reads the buckets and the clusters as this batch leaves them)."""
+        write its buckets and records (it reads the buckets as this batch leaves them). With ``unioned`` too,
+        the evictions go alone, then ``evicted()``, then the unions, then ``unioned()``: a next batch that
+        deletes waits for that (a root it deletes keeps its name for this batch's alerts)."""
         gw, s = self.gateway, self.settings
         steps, matches = run.steps, verified.matches
         alerting = [(i, steps[i]) for i in done if i in matches and steps[i].action is not Action.QUERY]
@@ -641,6 +656,8 @@ class Processor:
         merged = [(num, min(verified.roots.get(num, num), *rs), rs) for num, rs in joined]
         pipe = ScriptPipeline(gw.client)
         gw.evict(pipe, self._evictions(run, alerting, merged, verified, read))
+        if evicted is not None and unioned is not None:  # the next batch waits for the evictions alone
+            pipe, evicted = self._let_go(pipe, evicted), None
         if alerting:
             unions = gw.union(
                 [
@@ -653,11 +670,10 @@ class Processor:
             )
             # (before the next batch may write: it can delete a root; read with the unions when expected)
             roots = gw.cluster_names([root for root, _ in unions], names)
-        elif evicted is not None and len(pipe):
-            pipe.execute()
         if evicted is not None:
-            pipe = ScriptPipeline(gw.client)
-            evicted()
+            pipe = self._let_go(pipe, evicted)
+        if unioned is not None:
+            unioned()
         out: list[Emitted] = []
         for (i, step), root, (before, _) in zip(alerting, roots, earlier, strict=True):
             named[i] = alert_matches(matches[i], before, gw.bounds.max_matches)
@@ -690,6 +706,13 @@ class Processor:
         self._replies(pipe, queries, {steps[i].entry.entry_id: m for i, m in matches.items()})
         result.queries += len(queries)
         pipe.execute()
+
+    def _let_go(self, pipe: ScriptPipeline, evicted: Callable[[], None]) -> ScriptPipeline:
+        """Write what ``pipe`` holds, then ``evicted()``; a new pipeline for what follows."""
+        if len(pipe):
+            pipe.execute()
+        evicted()
+        return ScriptPipeline(self.gateway.client)
 
     def _add_roots(self, read: set[int], verified: Verification) -> None:
         """The cluster roots, before this run's unions, of the ids the alerting documents ``read`` (one lookup)."""

@@ -5,13 +5,15 @@ in order, and nothing lost when the finishing thread fails."""
 from __future__ import annotations
 
 import random
+import threading
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
 import redis
 from helpers import alerts, make_daemon, pending, push, text, variant
 
-from dedupd.daemon import Daemon
+from dedupd.daemon import Daemon, InHand
 from dedupd.gateway import Gateway
 from dedupd.keys import Keys
 from dedupd.processor import BatchResult, Processor, Started
@@ -116,11 +118,11 @@ def finishing_raises(monkeypatch: pytest.MonkeyPatch, exc: Exception, at_call: i
     real = Processor.finish
     sizes: list[int] = []
 
-    def finish(self: Processor, started: Started, evicted: Any = None) -> BatchResult:
+    def finish(self: Processor, started: Started, *let_go: Any) -> BatchResult:
         sizes.append(len(started.raw))
         if len(sizes) == at_call:
             raise exc
-        return real(self, started, evicted)
+        return real(self, started, *let_go)
 
     monkeypatch.setattr(Processor, "finish", finish)
     return sizes
@@ -259,10 +261,38 @@ def test_the_next_batch_waits_with_its_bucket_calls_packed_and_nothing_written(
     push(r, copies(3, 6))
     daemon = make_daemon(redis_url, batch_size=6)
     batch, _ = daemon._next_batch()
-    seen: list[tuple[list[int], int]] = []
+    seen: list[tuple[list[int], int, bool]] = []
     started = daemon.processor.start(
-        batch, None, lambda: seen.append((list(made), len(r.keys(f"{Keys().prefix}:doc:*"))))
+        batch,
+        None,
+        lambda deletes: seen.append((list(made), len(r.keys(f"{Keys().prefix}:doc:*")), deletes)),
     )
-    assert seen == [([6], 0)]  # the calls of the six documents made; no record written yet
+    assert seen == [([6], 0, False)]  # the calls of the six documents made; no record written yet
     assert len(r.keys(f"{Keys().prefix}:doc:*")) == 6
     daemon.processor.finish(started)
+
+
+def test_a_batch_that_deletes_waits_for_the_unions_of_the_batch_in_hand_too(
+    r: redis.Redis, redis_url: str
+) -> None:
+    """The next batch waits for the evictions of the batch in hand; one that deletes documents waits for its
+    unions too (they read the names of the roots its alerts name: a root deleted first would lose its name)."""
+    push(r, [{"id": "a", "text": "one two three four five six"}, {"id": "a", "op": "delete"}])
+    daemon = make_daemon(redis_url, batch_size=1)
+    batch, _ = daemon._next_batch()
+    flags: list[bool] = []
+    daemon.processor.finish(daemon.processor.start(batch, None, flags.append))
+    batch, _ = daemon._next_batch()
+    daemon.processor.finish(daemon.processor.start(batch, None, flags.append))
+    assert flags == [False, True]
+    evicted, unioned = threading.Event(), threading.Event()
+    evicted.set()
+    daemon.in_hand = InHand([], frozenset(), Future(), evicted, unioned, 0.0, 0)
+    daemon._wait_in_hand(False)  # the evictions are written: no wait
+    waiter = threading.Thread(target=daemon._wait_in_hand, args=(True,))
+    waiter.start()
+    waiter.join(0.2)
+    assert waiter.is_alive()  # the unions are not
+    unioned.set()
+    waiter.join(5)
+    assert not waiter.is_alive()
