@@ -238,9 +238,10 @@ class Gateway:
             wanted = [n for n in wanted if n not in held]
             fetched = set(wanted)
             extra = [n for n in dict.fromkeys(ahead) if n not in held and n not in fetched]
-        blobs = self._stored(wanted + extra) if wanted else []
+        read = wanted + extra if wanted else []  # (read ahead only with records that must be read)
+        blobs = self._stored(read) if read else []
         if stash is not None:
-            stash.update(zip(wanted + extra, blobs, strict=True))
+            stash.update(zip(read, blobs, strict=True))
         nums_read = [*held, *wanted]
         return self._decoded.decode(nums_read, [*held.values(), *blobs[: len(wanted)]], self.fingerprinter)
 

@@ -50,3 +50,5 @@ def test_records_read_ahead_are_taken_from_the_stash_not_read_again(r: redis.Red
     assert [second[n].doc_id for n in (a, b, d)] == ["d0", "d1", "d3"]  # type: ignore[union-attr]
     assert set(stash) == {a, b, c, d, e}  # d read now, e ahead with it
     assert gw.load_records([a, b]) == {a: None, b: None}  # without the stash: read again
+    only = gw.load_records([c], [e + 1], stash)  # all of it in the stash: nothing read, nothing read ahead
+    assert only[c] is not None and only[c].doc_id == "d2" and e + 1 not in stash
