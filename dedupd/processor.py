@@ -312,9 +312,8 @@ class Processor:
     ) -> BatchResult:
         """The second half of :meth:`process`: verify and write the outputs of the first run, process the
         other runs, dead-letter, count; returns what the batch did (nothing of it is acknowledged here).
-        ``evicted`` is called once the first run's evictions are written, and its unions too unless
-        ``unioned`` is given: then it is called once they are (and the names of the clusters read), before
-        its alerts."""
+        ``evicted`` is called once the first run's evictions are written, ``unioned`` once its unions are too
+        (and the names of the clusters read), before its alerts."""
         result = BatchResult()
         raw, dead = started.raw, list(started.dead)
         fields_of = dict(raw)
@@ -629,10 +628,10 @@ class Processor:
         unioned: Callable[[], None] | None = None,
     ) -> None:
         """Evictions, unions, alerts, baskets and replies of a run's steps ``done``. When ``evicted`` is given,
-        the evictions and unions go first, in an exchange of their own, then ``evicted()``: the next batch may
-        write its buckets and records (it reads the buckets as this batch leaves them). With ``unioned`` too,
-        the evictions go alone, then ``evicted()``, then the unions, then ``unioned()``: a next batch that
-        deletes waits for that (a root it deletes keeps its name for this batch's alerts)."""
+        the evictions go first, in an exchange of their own, then ``evicted()``: the next batch may write its
+        buckets and records (it reads the buckets as this batch leaves them). The unions follow (in the same
+        exchange as the evictions without ``evicted``), then ``unioned()``: a next batch that deletes waits
+        for that (a root it deletes keeps its name for this batch's alerts)."""
         gw, s = self.gateway, self.settings
         steps, matches = run.steps, verified.matches
         alerting = [(i, steps[i]) for i in done if i in matches and steps[i].action is not Action.QUERY]
@@ -656,8 +655,10 @@ class Processor:
         merged = [(num, min(verified.roots.get(num, num), *rs), rs) for num, rs in joined]
         pipe = ScriptPipeline(gw.client)
         gw.evict(pipe, self._evictions(run, alerting, merged, verified, read))
-        if evicted is not None and unioned is not None:  # the next batch waits for the evictions alone
-            pipe, evicted = self._let_go(pipe, evicted), None
+        if evicted is not None:  # the next batch waits for the evictions alone
+            if len(pipe):
+                pipe.execute()
+            evicted()
         if alerting:
             unions = gw.union(
                 [
@@ -670,8 +671,6 @@ class Processor:
             )
             # (before the next batch may write: it can delete a root; read with the unions when expected)
             roots = gw.cluster_names([root for root, _ in unions], names)
-        if evicted is not None:
-            pipe = self._let_go(pipe, evicted)
         if unioned is not None:
             unioned()
         out: list[Emitted] = []
@@ -706,13 +705,6 @@ class Processor:
         self._replies(pipe, queries, {steps[i].entry.entry_id: m for i, m in matches.items()})
         result.queries += len(queries)
         pipe.execute()
-
-    def _let_go(self, pipe: ScriptPipeline, evicted: Callable[[], None]) -> ScriptPipeline:
-        """Write what ``pipe`` holds, then ``evicted()``; a new pipeline for what follows."""
-        if len(pipe):
-            pipe.execute()
-        evicted()
-        return ScriptPipeline(self.gateway.client)
 
     def _add_roots(self, read: set[int], verified: Verification) -> None:
         """The cluster roots, before this run's unions, of the ids the alerting documents ``read`` (one lookup)."""
