@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from dedupd.client import Client
     from dedupd.errors import ConfigError, DedupdError, ParameterMismatchError, RedisUnavailableError
-    from dedupd.spec import IndexSpec
-    from dedupd.verdict import Match, Verdict
+    from dedupd.index.verdict import Match, Verdict
+    from dedupd.similarity.spec import IndexSpec
 
 __version__ = "0.1.0"
 
@@ -32,9 +32,9 @@ _WHERE = {
     "DedupdError": "dedupd.errors",
     "ParameterMismatchError": "dedupd.errors",
     "RedisUnavailableError": "dedupd.errors",
-    "IndexSpec": "dedupd.spec",
-    "Match": "dedupd.verdict",
-    "Verdict": "dedupd.verdict",
+    "IndexSpec": "dedupd.similarity.spec",
+    "Match": "dedupd.index.verdict",
+    "Verdict": "dedupd.index.verdict",
 }
 
 __all__ = [

@@ -19,9 +19,9 @@ import click
 
 from dedupd import __version__
 from dedupd.errors import ConfigError, DedupdError
-from dedupd.keys import Keys
+from dedupd.index.keys import Keys
 from dedupd.logs import setup_logging
-from dedupd.producer import FLUSH_S, FORMATS, BadLine, Item
+from dedupd.ops.producer import FLUSH_S, FORMATS, BadLine, Item
 
 if TYPE_CHECKING:  # redis and the settings (pydantic) are imported by the commands that use them: `dedupd
     # mine --input FILE` and `dedupd tune` start without them (a quarter of a second)
@@ -111,7 +111,7 @@ def connect_to(settings: Settings, **kwargs: Any) -> Any:
     does not have reported as one line."""
     import redis
 
-    from dedupd.connection import connect
+    from dedupd.server.connection import connect
 
     database = _url_database(settings.redis_url)
     try:
@@ -263,7 +263,7 @@ def serve(**opts: Any) -> None:
     batch in hand, acknowledges it and exits 0 (a second signal exits at once). Start one per core,
     on as many machines as you like: they share the work.
     """
-    from dedupd.daemon import Daemon
+    from dedupd.daemon.loop import Daemon
 
     settings = settings_from(**opts)
     try:
@@ -324,7 +324,7 @@ def _documents(
 ) -> Iterator[tuple[Iterator[Item | None], str]]:
     """The documents of FILE (``-``: standard input) as they arrive, and the input's name; None items
     when a pipe pauses for 100 ms."""
-    from dedupd.producer import directory_items, read_items
+    from dedupd.ops.producer import directory_items, read_items
 
     name = "stdin" if file == "-" else os.path.basename(os.path.normpath(file)) or file
     prefix = id_prefix if id_prefix is not None else f"{name}:"
@@ -373,7 +373,7 @@ def push(
     with their line number and skipped, and the run exits 1; everything else is pushed. Ctrl-C stops and
     says how many documents were pushed (exit 130).
     """
-    from dedupd.producer import Producer
+    from dedupd.ops.producer import Producer
 
     settings = settings_from(**opts)
     size = os.path.getsize(file) if file != "-" and os.path.isfile(file) else None
@@ -396,7 +396,7 @@ def push(
             _interrupted(producer, bad)
     click.echo(f"pushed {plural(producer.pushed, 'document')} to {keys.docs}{bad.summary()}", err=True)
     if wait:
-        from dedupd.monitor import wait_drained
+        from dedupd.daemon.monitor import wait_drained
 
         if not wait_drained(client, keys, timeout):
             raise DedupdError(f"the daemons did not finish within {timeout:.0f}s; is `dedupd serve` running?")
@@ -449,7 +449,7 @@ def _push_all(
 
 def _wait_for_room(client: Any, keys: Keys, max_lag: int) -> None:
     """Sleep while the consumer group has more than ``max_lag`` unread entries (no group yet: the stream length)."""
-    from dedupd.monitor import group_state
+    from dedupd.daemon.monitor import group_state
 
     delay = 0.01
     while True:
@@ -561,7 +561,7 @@ def _show_stream(
     opts: dict[str, Any],
 ) -> None:
     """Print the newest ``count`` entries of ``stream`` since ``since``, then follow it if asked."""
-    from dedupd.alerts import follow_stream, parse_since, read_stream, window
+    from dedupd.ops.alerts import follow_stream, parse_since, read_stream, window
 
     follow, as_json, count, since = (opts.pop(k) for k in ("follow", "as_json", "count", "since"))
     parse_since(since)  # a bad --since is a usage error before anything connects
@@ -591,7 +591,7 @@ def alerts(**opts: Any) -> None:
 
     Oldest first; -n N shows only the newest N; --since now with --follow shows only new alerts.
     """
-    from dedupd.alerts import decode_alert, render
+    from dedupd.ops.alerts import decode_alert, render
 
     _show_stream("alerts", decode_alert, render, opts)
 
@@ -606,7 +606,7 @@ def dead(**opts: Any) -> None:
     unknown_op, max_deliveries, ...), its detail, and the original fields shortened; --json prints
     them whole.
     """
-    from dedupd.alerts import decode_dead, render_dead
+    from dedupd.ops.alerts import decode_dead, render_dead
 
     _show_stream("dead", decode_dead, render_dead, opts)
 
@@ -630,7 +630,7 @@ def check(max_age: float | None, wanted: tuple[str, ...], **opts: Any) -> None:
     """
     import redis
 
-    from dedupd.monitor import live_consumers
+    from dedupd.daemon.monitor import live_consumers
 
     settings = settings_from(**opts)
     try:
@@ -695,8 +695,8 @@ def tune(
     the threshold (verify = exact or signature) before it alerts, so false positives cost a
     verification each, while false negatives are pairs never compared at all.
     """
-    from dedupd.tuning import plot, render
-    from dedupd.tuning import tune as make_report
+    from dedupd.similarity.tuning import plot, render
+    from dedupd.similarity.tuning import tune as make_report
 
     if config_file:
         os.environ["DEDUPD_CONFIG"] = config_file
@@ -746,7 +746,7 @@ def stats(interval: float, as_json: bool, **opts: Any) -> None:
     pending, no heartbeat), live daemons from their heartbeats, the alerts and dead-letter streams, the
     running totals, and the throughput over --interval seconds.
     """
-    from dedupd.stats import collect, render
+    from dedupd.ops.stats import collect, render
 
     settings = settings_from(**opts)
     client = connect_to(settings)
@@ -803,8 +803,8 @@ def rebuild(source: Path | None, allow_missing: bool, abort: bool, wait_s: float
     meanwhile; at the switch the daemons pause for a moment, then follow the new generation, and the old one
     is deleted. Interrupted, a rerun with the same flags resumes; --abort stops and cleans up.
     """
-    from dedupd.generations import Generations
-    from dedupd.rebuild import Rebuild, RebuildError
+    from dedupd.index.generations import Generations
+    from dedupd.ops.rebuild import Rebuild, RebuildError
 
     settings = settings_from(**opts)
     client = connect_to(settings)

@@ -22,17 +22,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dedupd.alerts import decode_alert
-from dedupd.connection import RedisClient, connect
-from dedupd.entries import REPLY_TO_RE, Op
+from dedupd.daemon.entries import REPLY_TO_RE, Op
 from dedupd.errors import ConfigError
-from dedupd.gateway import Gateway
-from dedupd.generations import Generations
-from dedupd.keys import Keys
-from dedupd.matching import verify_reads
+from dedupd.index.gateway import Gateway
+from dedupd.index.generations import Generations
+from dedupd.index.keys import Keys
+from dedupd.index.matching import verify_reads
+from dedupd.index.verdict import Match, Verdict, cluster_of
+from dedupd.ops.alerts import decode_alert
+from dedupd.server.connection import RedisClient, connect
 from dedupd.settings import Settings, load_settings
-from dedupd.spec import IndexSpec
-from dedupd.verdict import Match, Verdict, cluster_of
+from dedupd.similarity.spec import IndexSpec
 
 _OPS = {op.value for op in Op}
 

@@ -19,11 +19,11 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from dedupd.bounds import Bounds
 from dedupd.errors import ConfigError
-from dedupd.lsh import DEFAULT_FN_WEIGHT, DEFAULT_FP_WEIGHT, LSHParams
 from dedupd.redact import redact_url
-from dedupd.spec import IndexSpec, ShingleSpec, shard_bits_for
+from dedupd.similarity.bounds import Bounds
+from dedupd.similarity.lsh import DEFAULT_FN_WEIGHT, DEFAULT_FP_WEIGHT, LSHParams
+from dedupd.similarity.spec import IndexSpec, ShingleSpec, shard_bits_for
 
 PREFIX_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 ENV_PREFIX = "DEDUPD_"

@@ -2,7 +2,7 @@
 """CPU per document of the daemon's own processing and of the redis-server it talks to, in one process.
 
 The corpus (``data/debian.jsonl`` from ``scripts/corpora.py`` by default) is pushed into a fresh
-redis-server, then one in-process :class:`dedupd.daemon.Daemon` drains it. Printed: the daemon's CPU
+redis-server, then one in-process :class:`dedupd.daemon.loop.Daemon` drains it. Printed: the daemon's CPU
 (``time.process_time``) and the server's (``INFO cpu``) per document, and the wall time. Less noisy than
 ``bench_stream.py`` (no push process, no CLI start-up) and meant for A/B runs of two checkouts: with
 ``--against DIR`` (another checkout with its own ``.venv``) the two are run alternately ``--rounds`` times
@@ -32,8 +32,8 @@ def measure(corpus: Path, docs: int) -> dict[str, float]:
     sys.path.insert(0, str(HERE.parent / "tests"))
     from conftest import start_redis_server
 
-    from dedupd.connection import connect
-    from dedupd.daemon import Daemon, tune_gc
+    from dedupd.daemon.loop import Daemon, tune_gc
+    from dedupd.server.connection import connect
     from dedupd.settings import load_settings
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -35,9 +35,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dedupd.minhash import MinHasher, OnePermHasher, estimate  # noqa: E402
-from dedupd.shingling import Shingler  # noqa: E402
-from dedupd.spec import ShingleSpec  # noqa: E402
+from dedupd.similarity.minhash import MinHasher, OnePermHasher, estimate  # noqa: E402
+from dedupd.similarity.shingling import Shingler  # noqa: E402
+from dedupd.similarity.spec import ShingleSpec  # noqa: E402
 
 WORD = re.compile(r"\w+")
 BATCH = 256  # the daemon's default batch_size

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Exact all-pairs Jaccard oracle: every pair of documents with Jaccard >= t, by brute force.
 
-The shingle sets are the package's own (``dedupd.shingling.Shingler``), so the oracle and the daemon
+The shingle sets are the package's own (``dedupd.similarity.shingling.Shingler``), so the oracle and the daemon
 agree on what a shingle is; only the comparison differs (exact here, MinHash + LSH + verification in
 the daemon).
 
@@ -46,8 +46,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from dedupd.shingling import Shingler  # noqa: E402
-from dedupd.spec import ShingleSpec  # noqa: E402
+from dedupd.similarity.shingling import Shingler  # noqa: E402
+from dedupd.similarity.spec import ShingleSpec  # noqa: E402
 
 U64Array = npt.NDArray[np.uint64]
 

@@ -71,8 +71,8 @@ import cluster_metrics  # noqa: E402
 import corpora  # noqa: E402
 import oracle  # noqa: E402
 
-from dedupd.keys import Keys  # noqa: E402
-from dedupd.monitor import group_state as monitor_group_state  # noqa: E402
+from dedupd.daemon.monitor import group_state as monitor_group_state  # noqa: E402
+from dedupd.index.keys import Keys  # noqa: E402
 
 STREAM = "dedupd:docs"
 ALERTS = "dedupd:alerts"

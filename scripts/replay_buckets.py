@@ -5,7 +5,7 @@ The end-to-end CPU per document (``scripts/bench_stream.py``) mixes everything r
 script isolates the bucket joins, the part that bounds the rate:
 
 1. starts a fresh ``redis-server``, pushes the corpus with ``dedupd push``, and runs the daemon's own
-   processing in this process (a ``dedupd.daemon.Daemon``, default settings) until the stream is
+   processing in this process (a ``dedupd.daemon.loop.Daemon``, default settings) until the stream is
    drained, recording every BUCKETS call (keys and arguments) the index sends, in order;
 2. replays those calls, in the same order, on another fresh ``redis-server`` (the same states, the same
    replies) ``--rounds`` times, each on a new server, and prints per document: the server's CPU
@@ -42,15 +42,15 @@ for p in (str(SCRIPTS), str(REPO)):
 import corpora  # noqa: E402
 import quality  # noqa: E402
 
-from dedupd import buckets as buckets_module  # noqa: E402
-from dedupd import lua  # noqa: E402
+from dedupd.index import buckets as buckets_module  # noqa: E402
+from dedupd.index import lua  # noqa: E402
 
 
 def record_calls(
     redis_server: str, corpus: Path, workdir: Path, batch_size: int = 256
 ) -> list[tuple[list[Any], list[Any]]]:
     """Push the corpus and drain it with the daemon's processing, keeping every BUCKETS call."""
-    from dedupd.daemon import Daemon
+    from dedupd.daemon.loop import Daemon
     from dedupd.settings import load_settings
 
     calls: list[tuple[list[Any], list[Any]]] = []

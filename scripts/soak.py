@@ -71,7 +71,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from dedupd.entries import (
+from dedupd.daemon.entries import (
     BAD_JSON,
     BAD_REPLY_TO,
     BAD_UTF8,
@@ -81,9 +81,9 @@ from dedupd.entries import (
     TOO_LARGE,
     UNKNOWN_OP,
 )
-from dedupd.gateway import Gateway
-from dedupd.keys import Keys
-from dedupd.monitor import group_state
+from dedupd.daemon.monitor import group_state
+from dedupd.index.gateway import Gateway
+from dedupd.index.keys import Keys
 from dedupd.settings import Settings, load_settings
 
 VOCAB = [f"w{i}" for i in range(5000)]

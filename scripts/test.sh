@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite from a fresh clone: installs redis-server if missing (Debian; needs root),
 # creates .venv, installs dedupd with its dev extra, runs the code gates (ruff check, ruff format --check,
-# mypy --strict) and then pytest. Extra arguments go to pytest.
+# mypy --strict, the import layers) and then pytest. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,9 +27,10 @@ for tool in ruff mypy; do
   [ -x ".venv/bin/$tool" ] || { echo "install failed: no .venv/bin/$tool" >&2; exit 2; }
 done
 
-# code gates (configured in pyproject.toml): lint, formatting, static types; each one stops the run
+# code gates (configured in pyproject.toml): lint, formatting, static types, import layers; each one stops the run
 .venv/bin/ruff check dedupd tests scripts || { echo "gate failed: ruff check (lint)" >&2; exit 1; }
 .venv/bin/ruff format --check dedupd tests scripts || { echo "gate failed: ruff format --check (formatting)" >&2; exit 1; }
 .venv/bin/mypy --strict dedupd || { echo "gate failed: mypy --strict dedupd (types)" >&2; exit 1; }
+.venv/bin/python scripts/check_layers.py || { echo "gate failed: scripts/check_layers.py (import layers)" >&2; exit 1; }
 
 exec .venv/bin/python -m pytest "$@"

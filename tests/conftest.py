@@ -116,9 +116,9 @@ def _compiled_kernels() -> None:
     """Compile dedupd's numba kernels once, before any test spawns a daemon: they are cached on disk
     (dedupd/__pycache__), so every `dedupd serve` the tests start loads them instead of compiling
     (seconds each on a fresh checkout). Both schemes, ASCII and non-ASCII texts, an append."""
-    from dedupd.fingerprint import AppendTo, Fingerprinter
-    from dedupd.spec import IndexSpec
-    from dedupd.verify import jaccard_pairs
+    from dedupd.similarity.fingerprint import AppendTo, Fingerprinter
+    from dedupd.similarity.spec import IndexSpec
+    from dedupd.similarity.verify import jaccard_pairs
 
     for scheme in ("oph", "classic"):
         fpr = Fingerprinter(IndexSpec("word:3", 16, 1, 4, 4, scheme))

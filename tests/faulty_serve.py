@@ -11,7 +11,7 @@ import signal
 import sys
 from typing import Any
 
-from dedupd import processor
+from dedupd.daemon import processor
 
 _real = processor.parse_entry
 

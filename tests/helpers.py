@@ -9,8 +9,8 @@ from typing import Any
 
 import redis
 
-from dedupd.daemon import Daemon
-from dedupd.keys import Keys
+from dedupd.daemon.loop import Daemon
+from dedupd.index.keys import Keys
 from dedupd.settings import load_settings
 
 VOCAB = [

@@ -17,8 +17,8 @@ from typing import Any
 import redis
 from helpers import alerts, text, variant
 
-from dedupd.gateway import Gateway
-from dedupd.keys import Keys
+from dedupd.index.gateway import Gateway
+from dedupd.index.keys import Keys
 from dedupd.settings import load_settings
 
 DEDUPD = [sys.executable, "-m", "dedupd"]

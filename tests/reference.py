@@ -1,16 +1,16 @@
-"""Numpy reference implementations of what dedupd computes in compiled loops (dedupd.kernels).
+"""Numpy reference implementations of what dedupd computes in compiled loops (dedupd.similarity.kernels).
 
 The package never calls these: tests compare the kernels with them (tests/test_kernels.py). They are the
 vectorized numpy code the kernels replaced, and give exactly the same values:
 
-- :func:`numpy_batch`: :meth:`dedupd.shingling.Shingler.batch` (word mode by numpy; char mode is the
+- :func:`numpy_batch`: :meth:`dedupd.similarity.shingling.Shingler.batch` (word mode by numpy; char mode is the
   package's own numpy code);
-- :func:`numpy_distinct32`, :func:`numpy_distinct64`: :func:`dedupd.shingling.distinct32` and
-  :func:`dedupd.shingling.distinct64`;
-- :func:`oph_signatures`, :func:`oph_densify`: :meth:`dedupd.minhash.OnePermHasher.signatures` and
-  :meth:`dedupd.minhash.OnePermHasher.densify`;
-- :func:`ranked`: one key of :func:`dedupd.bounds.ranked_flat` (tests/test_bounds.py);
-- :func:`pick_candidates`: one key of :func:`dedupd.bounds.pick_many` (tests/test_bounds.py).
+- :func:`numpy_distinct32`, :func:`numpy_distinct64`: :func:`dedupd.similarity.shingling.distinct32` and
+  :func:`dedupd.similarity.shingling.distinct64`;
+- :func:`oph_signatures`, :func:`oph_densify`: :meth:`dedupd.similarity.minhash.OnePermHasher.signatures` and
+  :meth:`dedupd.similarity.minhash.OnePermHasher.densify`;
+- :func:`ranked`: one key of :func:`dedupd.similarity.bounds.ranked_flat` (tests/test_bounds.py);
+- :func:`pick_candidates`: one key of :func:`dedupd.similarity.bounds.pick_many` (tests/test_bounds.py).
 
 (Classic MinHash's numpy implementation, ``MinHasher._numpy_signatures``, stays in the package: it serves
 hash families over a small prime.)
@@ -24,9 +24,9 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from dedupd.hashing import U64, U64Array, fmix64
-from dedupd.minhash import _M32, EMPTY, SIG_DTYPE, OnePermHasher
-from dedupd.shingling import _CP_MUL, _LEN_MUL, _POS_MUL, ShingleBatch, Shingler
+from dedupd.similarity.hashing import U64, U64Array, fmix64
+from dedupd.similarity.minhash import _M32, EMPTY, SIG_DTYPE, OnePermHasher
+from dedupd.similarity.shingling import _CP_MUL, _LEN_MUL, _POS_MUL, ShingleBatch, Shingler
 
 I64Array = npt.NDArray[np.int64]
 U32Array = npt.NDArray[np.uint32]
@@ -125,7 +125,7 @@ def numpy_batch(
 
 # ----- shingling: distinct sets -----
 def numpy_distinct32(hashes: U64Array, offsets: I64Array) -> tuple[U32Array, I64Array]:
-    """The reference for :func:`dedupd.shingling.distinct32`: ``np.unique`` per document."""
+    """The reference for :func:`dedupd.similarity.shingling.distinct32`: ``np.unique`` per document."""
     low = hashes.astype(np.uint32)
     uniq = [np.unique(low[offsets[i] : offsets[i + 1]]) for i in range(len(offsets) - 1)]
     sizes = np.fromiter((u.shape[0] for u in uniq), dtype=np.int64, count=len(uniq))
@@ -137,7 +137,7 @@ def numpy_distinct32(hashes: U64Array, offsets: I64Array) -> tuple[U32Array, I64
 def numpy_distinct64(
     hashes: U64Array, offsets: I64Array, limit: int
 ) -> tuple[U64Array, I64Array, npt.NDArray[np.bool_]]:
-    """The reference for :func:`dedupd.shingling.distinct64`: ``np.unique`` per document."""
+    """The reference for :func:`dedupd.similarity.shingling.distinct64`: ``np.unique`` per document."""
     parts, kept = [], []
     for i in range(len(offsets) - 1):
         part = hashes[offsets[i] : offsets[i + 1]]

@@ -18,10 +18,10 @@ import redis
 from click.testing import CliRunner
 from helpers import drain, make_daemon
 
-from dedupd.alerts import parse_since, read_stream, stream_end
 from dedupd.cli import cli
 from dedupd.errors import ConfigError
-from dedupd.keys import Keys
+from dedupd.index.keys import Keys
+from dedupd.ops.alerts import parse_since, read_stream, stream_end
 
 DEDUPD = [sys.executable, "-m", "dedupd"]
 KEYS = Keys()

@@ -14,7 +14,7 @@ import redis
 from helpers import make_daemon, pending, push, text
 from procs import DEDUPD, Served, counter
 
-from dedupd.keys import Keys
+from dedupd.index.keys import Keys
 
 
 def test_trimming_keeps_every_entry_not_yet_processed(r: redis.Redis, redis_url: str) -> None:

@@ -11,9 +11,9 @@ from helpers import alerts, dead, drain, make_daemon, pending, push, text, varia
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dedupd.daemon import Daemon
-from dedupd.entries import CODES
-from dedupd.keys import Keys
+from dedupd.daemon.entries import CODES
+from dedupd.daemon.loop import Daemon
+from dedupd.index.keys import Keys
 
 SENTINEL = "\x00sentinel\x00"
 NASTY_IDS = [

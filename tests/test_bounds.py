@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import pick_candidates, ranked
 
-from dedupd.bounds import (
+from dedupd.similarity.bounds import (
     alert_matches,
     batch_predecessors,
     eviction_rows,

@@ -12,7 +12,7 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dedupd.lua import BUCKETS, Op
+from dedupd.index.lua import BUCKETS, Op
 
 REMEMBERED = "local v = kf and kf[field]"
 ORACLE = BUCKETS.replace(REMEMBERED, "local v = nil")

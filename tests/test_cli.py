@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from helpers import drain, make_daemon, text, variant
 
 from dedupd.cli import cli
-from dedupd.keys import Keys
+from dedupd.index.keys import Keys
 
 
 @pytest.fixture

@@ -252,12 +252,12 @@ def test_one_line_error(case: Case, inputs: Path, redis_url: str, r: redis.Redis
 
 def test_unexpected_exception_is_one_line(monkeypatch: pytest.MonkeyPatch, redis_url: str) -> None:
     """A bug anywhere in a command: one line naming the exception and how to see the traceback, exit 1."""
-    import dedupd.stats
+    import dedupd.ops.stats
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("boom\nsecond line")
 
-    monkeypatch.setattr(dedupd.stats, "collect", broken)
+    monkeypatch.setattr(dedupd.ops.stats, "collect", broken)
     res = CliRunner().invoke(cli, ["stats"], env={"DEDUPD_REDIS_URL": redis_url})
     assert res.exit_code == 1
     assert res.output.strip() == (

@@ -13,7 +13,7 @@ import redis
 from helpers import alerts, dead, drain, make_daemon, push, text, variant
 
 from dedupd import Client, Verdict
-from dedupd.keys import Keys
+from dedupd.index.keys import Keys
 
 INDEX_PATTERNS = (b"dedupd:doc:*", b"dedupd:b:*", b"{dedupd:ids}:*", b"dedupd:meta")
 
@@ -23,7 +23,7 @@ def index_dump(r: redis.Redis) -> dict[bytes, bytes | None]:
     return {k: r.dump(k) for pattern in INDEX_PATTERNS for k in r.scan_iter(match=pattern)}
 
 
-@pytest.mark.parametrize("module", ["dedupd.client", "dedupd.verdict"])
+@pytest.mark.parametrize("module", ["dedupd.client", "dedupd.index.verdict"])
 def test_docstring_examples_run(redis_url: str, module: str) -> None:
     failures, tried = doctest.testmod(
         importlib.import_module(module), extraglobs={"redis_url": redis_url}, optionflags=doctest.ELLIPSIS

@@ -23,8 +23,8 @@ import redis.cluster
 from helpers import alerts, text, variant
 from procs import Served, check_exactly_once, counter, pairs_corpus, push_corpus, wait_for
 
-from dedupd.keys import Keys
-from dedupd.monitor import group_state
+from dedupd.daemon.monitor import group_state
+from dedupd.index.keys import Keys
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 pytestmark = pytest.mark.slow

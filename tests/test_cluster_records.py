@@ -16,8 +16,8 @@ import redis.cluster
 from helpers import FailOnce, drain, push, text
 from test_cluster import Cluster, _running_cluster
 
-from dedupd.daemon import Daemon
-from dedupd.keys import Keys
+from dedupd.daemon.loop import Daemon
+from dedupd.index.keys import Keys
 from dedupd.settings import load_settings
 
 pytestmark = pytest.mark.slow

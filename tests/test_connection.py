@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from redis.connection import HiredisRespSerializer
 
-from dedupd.connection import CommandPacker, ScriptPipeline, connect
+from dedupd.server.connection import CommandPacker, ScriptPipeline, connect
 from dedupd.settings import load_settings
 
 _ARG = st.one_of(

@@ -10,8 +10,8 @@ import redis
 from helpers import alerts, dead, drain, make_daemon, pending
 from procs import Served, check_exactly_once, check_indexed_once, counter, pairs_corpus, push_corpus, wait_for
 
-from dedupd.keys import Keys
-from dedupd.monitor import wait_drained
+from dedupd.daemon.monitor import wait_drained
+from dedupd.index.keys import Keys
 
 FAULTY = [sys.executable, str(Path(__file__).with_name("faulty_serve.py"))]
 

@@ -15,8 +15,8 @@ import pytest
 import redis
 from helpers import alerts, drain, handle_at_once, make_daemon, pending, push, text, variant
 
-from dedupd.keys import Keys
-from dedupd.monitor import group_state, wait_drained
+from dedupd.daemon.monitor import group_state, wait_drained
+from dedupd.index.keys import Keys
 
 DEDUPD = [sys.executable, "-m", "dedupd"]
 

@@ -27,4 +27,9 @@ def test_the_examples_of_a_module_hold(module: str) -> None:
 
 
 def test_the_modules_with_examples_are_all_found() -> None:
-    assert {"dedupd.bounds", "dedupd.lsh", "dedupd.record_cache", "dedupd.processor"} <= set(MODULES)
+    assert {
+        "dedupd.similarity.bounds",
+        "dedupd.similarity.lsh",
+        "dedupd.index.record_cache",
+        "dedupd.daemon.processor",
+    } <= set(MODULES)

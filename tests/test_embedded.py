@@ -195,7 +195,7 @@ def test_the_data_outlives_the_server(data: Path) -> None:
 
 
 def test_a_server_left_running_on_the_data_is_stopped_before_another_starts(data: Path) -> None:
-    from dedupd.embedded import redis_server_executable
+    from dedupd.server.embedded import redis_server_executable
 
     data.mkdir(parents=True)
     orphan = [redis_server_executable(), "--port", "0", "--unixsocket", str(data / "old.sock")]
@@ -216,7 +216,7 @@ def test_check_starts_no_server(data: Path) -> None:
 
 
 def test_a_data_dir_too_long_for_a_socket_gets_a_stable_short_one(tmp_path: Path) -> None:
-    from dedupd.embedded import MAX_SOCKET_PATH, Layout, describe
+    from dedupd.server.embedded import MAX_SOCKET_PATH, Layout, describe
 
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     layout = Layout.of(deep)

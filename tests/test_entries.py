@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dedupd.entries import Op, parse_entry
+from dedupd.daemon.entries import Op, parse_entry
 from dedupd.errors import InputError
 
 

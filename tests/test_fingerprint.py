@@ -7,8 +7,8 @@ import re
 import numpy as np
 import pytest
 
-from dedupd.fingerprint import AppendTo, Fingerprinter
-from dedupd.spec import IndexSpec
+from dedupd.similarity.fingerprint import AppendTo, Fingerprinter
+from dedupd.similarity.spec import IndexSpec
 
 
 @pytest.mark.parametrize("minhash", ["oph", "classic"])

@@ -13,9 +13,9 @@ from helpers import alerts, drain, make_daemon, push, text, variant
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dedupd.bounds import FRESH_PER_CALL, KEPT_PER_CLUSTER
 from dedupd.client import Client
-from dedupd.keys import Keys
+from dedupd.index.keys import Keys
+from dedupd.similarity.bounds import FRESH_PER_CALL, KEPT_PER_CLUSTER
 
 MAX_MATCHES = 5
 BUCKET_MEMBERS = 8
@@ -137,7 +137,7 @@ def test_the_union_reads_the_names_of_the_roots_it_is_expected_to_leave(
 ) -> None:
     """The names of the clusters an alert names are read in the unions' exchange (the roots the batch's unions
     are expected to leave); a root gone is ``#n``; what was not expected is read after, by cluster_names."""
-    from dedupd.connection import ScriptPipeline
+    from dedupd.server.connection import ScriptPipeline
 
     push(r, [{"id": "R", "text": "alpha beta gamma delta"}, {"id": "Q", "text": "one two three four"}])
     drain(make_daemon(redis_url))
@@ -206,9 +206,9 @@ def test_eviction_leaves_the_newest_of_the_cluster_in_each_bucket(
     r: redis.Redis, redis_url: str, cases: list[tuple[list[int], set[int], list[int]]], keep: int
 ) -> None:
     """lua.EVICT against the by-hand rule, several buckets and clusters in one call (a real server)."""
-    from dedupd import gateway as gateway_module
-    from dedupd.buckets import Evictions
-    from dedupd.connection import ScriptPipeline
+    from dedupd.index import gateway as gateway_module
+    from dedupd.index.buckets import Evictions
+    from dedupd.server.connection import ScriptPipeline
 
     r.flushall()
     gw = make_daemon(redis_url).gateway
@@ -250,7 +250,7 @@ def test_a_batch_over_one_bucket_call_reads_what_one_call_would(r: redis.Redis, 
     """A batch's BUCKETS calls come in chunks of APPLY_CHUNK documents; a later chunk must not read the
     copies an earlier chunk of the same batch put in the buckets (up to bucket_members of them per bucket:
     the old code verified ~50 candidates per copy in a flood, against ~16 in the first chunk)."""
-    from dedupd import gateway, matching
+    from dedupd.index import gateway, matching
 
     rng = random.Random(11)
     base = text(rng, 100)
@@ -329,7 +329,7 @@ def test_a_bucket_takes_two_new_members_a_batch_and_the_others_once_verified(
     a bucket takes FRESH_PER_CALL of them in the batch's bucket call, the others are refused there and put
     in once the batch is verified (they alert nothing: each is a cluster of its own), so the buckets end
     as they would without the bound."""
-    from dedupd import gateway as gateway_module
+    from dedupd.index import gateway as gateway_module
 
     rng = random.Random(17)
     words = text(rng, 80).split()

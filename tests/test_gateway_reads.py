@@ -12,7 +12,7 @@ from helpers import drain, make_daemon, push, text
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dedupd.gateway import _reads
+from dedupd.index.gateway import _reads
 
 read = st.one_of(st.none(), st.lists(st.integers(1, 12), max_size=8))
 

@@ -13,7 +13,7 @@ import pytest
 import redis
 from blackbox import Procs, alerts, procs_fixture, push, run_cli, wait_drained, wait_for
 
-from dedupd.keys import GROUP, Keys
+from dedupd.index.keys import GROUP, Keys
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import adversarial

@@ -11,18 +11,21 @@ import pytest
 import redis
 from helpers import dead, drain, make_daemon, push
 
-from dedupd.entries import CUT_FIELD, DOC_TOO_LARGE, TOO_LARGE, Entry, Op, entry_bytes, parse_entry
+from dedupd.daemon.entries import CUT_FIELD, DOC_TOO_LARGE, TOO_LARGE, Entry, Op, entry_bytes, parse_entry
+from dedupd.daemon.planner import byte_runs
+from dedupd.daemon.processor import kept_fields
 from dedupd.errors import ConfigError, InputError
-from dedupd.keys import GROUP, Keys
-from dedupd.planner import byte_runs
-from dedupd.processor import kept_fields
+from dedupd.index.keys import GROUP, Keys
+from dedupd.ops.stats import ConsumerStats, collect, render, stale_consumers
 from dedupd.settings import load_settings
-from dedupd.stats import ConsumerStats, collect, render, stale_consumers
 
 FDFA = "\ufdfa"  # 3 UTF-8 bytes; NFKC: 33 bytes, 4 words
 
 
-@pytest.mark.parametrize("module", ["dedupd.entries", "dedupd.planner", "dedupd.stats", "dedupd.processor"])
+@pytest.mark.parametrize(
+    "module",
+    ["dedupd.daemon.entries", "dedupd.daemon.planner", "dedupd.ops.stats", "dedupd.daemon.processor"],
+)
 def test_doctests(module: str) -> None:
     failures, tried = doctest.testmod(importlib.import_module(module))
     assert tried and not failures

@@ -1,4 +1,4 @@
-"""Compiled kernels (dedupd.kernels): exactly the values of the numpy reference implementations.
+"""Compiled kernels (dedupd.similarity.kernels): exactly the values of the numpy reference implementations.
 
 Word shingling (hashes, offsets, word counts, tails), one-permutation signatures (raw, densified, and
 densification of raw signatures on both of the kernel's paths), classic MinHash over 2**61-1: on
@@ -22,10 +22,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import numpy_batch, numpy_distinct32, numpy_distinct64, oph_densify, oph_signatures, word_table
 
-from dedupd import kernels, shingling
-from dedupd.minhash import EMPTY, MERSENNE61, MinHasher, OnePermHasher
-from dedupd.shingling import Shingler, distinct32
-from dedupd.spec import ShingleSpec
+from dedupd.similarity import kernels, shingling
+from dedupd.similarity.minhash import EMPTY, MERSENNE61, MinHasher, OnePermHasher
+from dedupd.similarity.shingling import Shingler, distinct32
+from dedupd.similarity.spec import ShingleSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -224,7 +224,7 @@ def test_oph_equals_numpy_reference(num_perm: int) -> None:
 @pytest.mark.parametrize("limit", [0, 10**9])
 def test_oph_both_densification_paths(limit: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Column minimum over the non-empty bins and walking each empty bin's order give the same donors."""
-    from dedupd import minhash
+    from dedupd.similarity import minhash
 
     monkeypatch.setattr(minhash, "_scan_limit", lambda k: limit)
     rng = np.random.default_rng(5)
@@ -333,8 +333,8 @@ def test_corpus_slices(name: str, n: int, tmp_path: Path) -> None:
 def test_cli_does_not_import_numba() -> None:
     """`dedupd --help` and the pure modules leave numba unimported: the kernels load on first use."""
     code = (
-        "import sys, dedupd.cli, dedupd.fingerprint, dedupd.shingling, dedupd.minhash; "
-        "assert 'numba' not in sys.modules and 'dedupd.kernels' not in sys.modules"
+        "import sys, dedupd.cli, dedupd.similarity.fingerprint, dedupd.similarity.shingling, dedupd.similarity.minhash; "
+        "assert 'numba' not in sys.modules and 'dedupd.similarity.kernels' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 

@@ -10,9 +10,9 @@ import random
 import redis
 from helpers import drain, make_daemon, push, text, variant
 
-from dedupd.gateway import Gateway
-from dedupd.keys import Keys
-from dedupd.known_roots import KnownRoots
+from dedupd.index.gateway import Gateway
+from dedupd.index.keys import Keys
+from dedupd.index.known_roots import KnownRoots
 
 K = Keys()
 

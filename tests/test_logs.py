@@ -13,7 +13,7 @@ import time
 import pytest
 import redis
 
-from dedupd.keys import Keys
+from dedupd.index.keys import Keys
 from dedupd.logs import JsonFormatter, setup_logging
 
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dedupd.errors import ConfigError
-from dedupd.lsh import (
+from dedupd.similarity.lsh import (
     SHORT_SHINGLES,
     LSHParams,
     candidate_probability,

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dedupd.errors import ConfigError
-from dedupd.minhash import (
+from dedupd.similarity.minhash import (
     EMPTY,
     MERSENNE61,
     HashFamily,

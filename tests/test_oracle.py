@@ -144,7 +144,7 @@ def test_oracle_on_texts_equals_jaccard_of_reference_shingles() -> None:
 
 
 def test_pair_jaccard_agrees_with_package_jaccard() -> None:
-    from dedupd.shingling import jaccard
+    from dedupd.similarity.shingling import jaccard
 
     sets = oracle.shingle_sets(TEXTS, "word:3")
     for i in range(len(sets)):

@@ -8,8 +8,8 @@ import random
 import redis
 from helpers import drain, make_daemon, push, text, variant
 
-from dedupd.daemon import kept_length
-from dedupd.keys import Keys
+from dedupd.daemon.loop import kept_length
+from dedupd.index.keys import Keys
 
 
 def test_kept_length_keeps_the_stream_under_its_bound() -> None:

@@ -13,12 +13,12 @@ import pytest
 import redis
 from helpers import alerts, make_daemon, pending, push, text, variant
 
-from dedupd.daemon import Daemon, InHand
-from dedupd.gateway import Gateway
-from dedupd.keys import Keys
-from dedupd.processor import BatchResult, Processor, Started
+from dedupd.daemon.loop import Daemon, InHand
+from dedupd.daemon.processor import BatchResult, Processor, Started
+from dedupd.daemon.worker_thread import Worker
+from dedupd.index.gateway import Gateway
+from dedupd.index.keys import Keys
 from dedupd.settings import load_settings
-from dedupd.worker import Worker
 
 
 def drain_overlapped(daemon: Daemon, max_iterations: int = 2000) -> None:
@@ -251,12 +251,12 @@ def test_the_next_batch_waits_with_its_bucket_calls_packed_and_nothing_written(
 ) -> None:
     """What the next batch waits for (the batch in hand's evictions) is on the path of every batch of a flood:
     its bucket calls are made before it waits, and nothing of it is written until the wait is over."""
-    import dedupd.gateway
+    import dedupd.index.gateway
 
     made: list[int] = []
-    real = dedupd.gateway.bucket_ops
+    real = dedupd.index.gateway.bucket_ops
     monkeypatch.setattr(
-        dedupd.gateway, "bucket_ops", lambda writes, *a: made.append(len(writes)) or real(writes, *a)
+        dedupd.index.gateway, "bucket_ops", lambda writes, *a: made.append(len(writes)) or real(writes, *a)
     )
     push(r, copies(3, 6))
     daemon = make_daemon(redis_url, batch_size=6)

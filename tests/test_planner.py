@@ -10,9 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dedupd.entries import Entry, Op
-from dedupd.planner import Action, DocState, Step, decide, plan, sid, unique_runs
-from dedupd.record import Record
+from dedupd.daemon.entries import Entry, Op
+from dedupd.daemon.planner import Action, Step, decide, plan, unique_runs
+from dedupd.index.docstate import DocState, sid
+from dedupd.index.record import Record
 
 
 def entry(n: int, op: Op = Op.UPSERT, text: str | None = "t", doc: str = "X") -> Entry:
@@ -218,18 +219,20 @@ def test_the_pure_layer_imports_neither_redis_nor_settings() -> None:
     import sys
 
     pure = [
-        "planner",
-        "spec",
-        "shingling",
-        "minhash",
-        "lsh",
-        "record",
-        "buckets",
-        "fingerprint",
-        "entries",
-        "verify",
-        "hashing",
-        "tuning",
+        "daemon.planner",
+        "similarity.spec",
+        "similarity.shingling",
+        "similarity.minhash",
+        "similarity.lsh",
+        "index.record",
+        "index.buckets",
+        "similarity.fingerprint",
+        "daemon.entries",
+        "similarity.verify",
+        "similarity.hashing",
+        "similarity.tuning",
+        "similarity.bounds",
+        "similarity.matches",
     ]
     code = (
         "import sys; "

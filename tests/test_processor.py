@@ -10,9 +10,9 @@ import pytest
 import redis
 from helpers import alerts, dead, drain, make_daemon, pending, push, text, variant
 
-from dedupd.daemon import Daemon
-from dedupd.entries import CODES
-from dedupd.keys import Keys
+from dedupd.daemon.entries import CODES
+from dedupd.daemon.loop import Daemon
+from dedupd.index.keys import Keys
 
 
 def test_near_duplicates_alerted_with_contract_fields(r: redis.Redis, redis_url: str) -> None:
@@ -372,7 +372,7 @@ def test_redelivery_after_a_crash_before_the_alert_still_alerts(
 def test_the_in_flight_registry_stays_a_hashtable(r: redis.Redis, redis_url: str) -> None:
     """The registry's hash keeps its hashtable encoding (a listpack is scanned on every lookup) and holds
     only its marker field once everything is acknowledged."""
-    from dedupd.keys import INFLIGHT_SENTINEL
+    from dedupd.index.keys import INFLIGHT_SENTINEL
 
     rng = random.Random(13)
     push(r, [{"id": f"d{i}", "text": text(rng)} for i in range(20)])

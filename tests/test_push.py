@@ -20,8 +20,8 @@ import redis
 from click.testing import CliRunner
 
 from dedupd.cli import cli
-from dedupd.keys import Keys
-from dedupd.producer import BadLine, array_items, detect_format, parse_line, read_items, read_lines
+from dedupd.index.keys import Keys
+from dedupd.ops.producer import BadLine, array_items, detect_format, parse_line, read_items, read_lines
 
 DEDUPD = [sys.executable, "-m", "dedupd"]
 DOCS = Keys().docs

@@ -13,9 +13,9 @@ import time
 import redis
 from helpers import alerts, drain, make_daemon, pending, push, text, variant
 
-from dedupd.generations import Generations
-from dedupd.keys import Keys
-from dedupd.monitor import wait_drained
+from dedupd.daemon.monitor import wait_drained
+from dedupd.index.generations import Generations
+from dedupd.index.keys import Keys
 
 DEDUPD = [sys.executable, "-m", "dedupd"]
 
@@ -112,8 +112,8 @@ def test_rebuild_while_serving_and_pushing(r: redis.Redis, redis_url: str) -> No
 def test_a_running_daemon_verifies_at_the_rebuilt_threshold(r: redis.Redis, redis_url: str) -> None:
     """`rebuild --threshold 0.7` while a daemon serves at 0.8: the daemon follows and alerts on a pair whose
     exact Jaccard is between the two thresholds (it verified at the old one before)."""
-    from dedupd.shingling import Shingler, jaccard
-    from dedupd.spec import ShingleSpec
+    from dedupd.similarity.shingling import Shingler, jaccard
+    from dedupd.similarity.spec import ShingleSpec
 
     rng = random.Random(31)
     sh = Shingler(ShingleSpec("word", 3))
@@ -146,7 +146,7 @@ def test_an_entry_pending_when_the_rebuild_begins_reaches_the_new_generation(
     """Re-banding copies the records; an entry a daemon held (pending) when the rebuild began and applies only
     after the copy must still reach the new generation: the replay starts at the daemons' oldest pending entry,
     not at the stream's end (before, the completeness check failed, and a delete there was lost)."""
-    from dedupd.rebuild import Rebuild
+    from dedupd.ops.rebuild import Rebuild
     from dedupd.settings import load_settings
 
     rng = random.Random(41)

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from dedupd.errors import ConfigError
-from dedupd.fingerprint import AppendTo, Fingerprint, Fingerprinter
-from dedupd.record import VERSION, VERSION_HASHES, Record, decode_records, encode_record, record_doc_id
-from dedupd.record_cache import DecodedRecords
-from dedupd.spec import IndexSpec
+from dedupd.index.record import VERSION, VERSION_HASHES, Record, decode_records, encode_record, record_doc_id
+from dedupd.index.record_cache import DecodedRecords
+from dedupd.similarity.fingerprint import AppendTo, Fingerprint, Fingerprinter
+from dedupd.similarity.spec import IndexSpec
 
 WORDS = [
     "alpha",

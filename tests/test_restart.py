@@ -22,10 +22,10 @@ from procs import (
     wait_for,
 )
 
-from dedupd.connection import connect
+from dedupd.daemon.monitor import wait_drained
 from dedupd.errors import RedisUnavailableError
-from dedupd.keys import Keys
-from dedupd.monitor import wait_drained
+from dedupd.index.keys import Keys
+from dedupd.server.connection import connect
 from dedupd.settings import load_settings
 
 

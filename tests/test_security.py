@@ -16,8 +16,8 @@ import redis
 from conftest import free_port
 from procs import DEDUPD, RedisProc, Served, pairs_corpus, wait_for
 
-from dedupd.keys import Keys
-from dedupd.monitor import wait_drained
+from dedupd.daemon.monitor import wait_drained
+from dedupd.index.keys import Keys
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 PASSWORD = "pw-Zq8#not/in-logs"

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dedupd.shingling import Shingler, jaccard, normalize
-from dedupd.spec import ShingleSpec
+from dedupd.similarity.shingling import Shingler, jaccard, normalize
+from dedupd.similarity.spec import ShingleSpec
 
 
 def reference_shingles(text: str, unit: str, k: int) -> set[tuple[str, ...]]:

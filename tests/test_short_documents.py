@@ -10,9 +10,9 @@ import numpy as np
 import redis
 from helpers import alerts, drain, make_daemon, push
 
-from dedupd.fingerprint import Fingerprinter
-from dedupd.keys import Keys
+from dedupd.index.keys import Keys
 from dedupd.settings import load_settings
+from dedupd.similarity.fingerprint import Fingerprinter
 
 # Jaccard 0.5 (1 shingle of 2), and no LSH band in common at threshold 0.5 (64 bands x 2 rows): checked below
 SHORT, LONGER = "w90 w119 w167", "w90 w119 w167 w111"

@@ -10,8 +10,8 @@ import redis
 from helpers import pending
 from procs import Served, check_exactly_once, check_indexed_once, counter, pairs_corpus, push_corpus, wait_for
 
-from dedupd.keys import Keys
-from dedupd.monitor import group_state, wait_drained
+from dedupd.daemon.monitor import group_state, wait_drained
+from dedupd.index.keys import Keys
 
 BATCH = 500
 

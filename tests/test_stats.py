@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from helpers import drain, make_daemon, push, text, variant
 
 from dedupd.cli import cli
-from dedupd.keys import Keys
-from dedupd.stats import collect, human_bytes, render
+from dedupd.index.keys import Keys
+from dedupd.ops.stats import collect, human_bytes, render
 
 
 def stats_cli(redis_url: str, *args: str) -> str:
@@ -110,7 +110,7 @@ def test_human_bytes() -> None:
 def test_stats_shows_an_unfinished_rebuild_and_how_to_go_on(r: redis.Redis, redis_url: str) -> None:
     """A rebuild that began and died (its lease gone): stats names the target and says how to resume or abort;
     while its lease lives, it names the process running it."""
-    from dedupd.generations import Generations
+    from dedupd.index.generations import Generations
 
     make_daemon(redis_url)  # creates the index
     gens = Generations(r, Keys())

@@ -15,8 +15,8 @@ from conftest import free_port
 from helpers import make_daemon
 from procs import RedisProc, Served, counter, pairs_corpus, push_corpus, wait_for
 
-from dedupd.keys import Keys
-from dedupd.monitor import wait_drained
+from dedupd.daemon.monitor import wait_drained
+from dedupd.index.keys import Keys
 
 
 @pytest.fixture
@@ -166,7 +166,7 @@ def test_a_trim_after_the_input_stream_is_gone_does_nothing(r: redis.Redis, redi
     ],
 )
 def test_which_replies_are_a_passing_server_state(reply: str, transient: bool) -> None:
-    from dedupd.connection import is_transient
+    from dedupd.server.connection import is_transient
 
     assert is_transient(redis.ResponseError(reply)) is transient
 
@@ -177,7 +177,7 @@ def test_a_batch_done_again_after_its_writes_counts_once(r: redis.Redis, redis_u
     Counters are added once the batch's writes are all done."""
     from helpers import alerts, drain, push
 
-    from dedupd import processor
+    from dedupd.daemon import processor
 
     docs, _ = pairs_corpus(20, 61, words=40)
     push(r, docs)

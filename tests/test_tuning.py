@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from dedupd import tuning
 from dedupd.cli import cli
 from dedupd.errors import ConfigError
-from dedupd.lsh import LSHParams, candidate_probability, error_rates
-from dedupd.tuning import PlotUnavailableError, render, similarity_grid, tune
+from dedupd.similarity import tuning
+from dedupd.similarity.lsh import LSHParams, candidate_probability, error_rates
+from dedupd.similarity.tuning import PlotUnavailableError, render, similarity_grid, tune
 
 
 def test_grid_is_centred_on_the_threshold_and_clipped() -> None:

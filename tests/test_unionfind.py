@@ -11,8 +11,8 @@ import pytest
 import redis
 from helpers import FailOnce, alerts, drain, make_daemon, push, text, variant
 
-from dedupd.gateway import Gateway
-from dedupd.keys import Keys
+from dedupd.index.gateway import Gateway
+from dedupd.index.keys import Keys
 
 K = Keys()
 

@@ -12,9 +12,9 @@ import redis
 from helpers import FailOnce, alerts, drain, handle_at_once, make_daemon, pending, push, text
 from redis.crc import key_slot
 
-from dedupd.buckets import ClusterEncoding
-from dedupd.daemon import Daemon
-from dedupd.keys import Keys
+from dedupd.daemon.loop import Daemon
+from dedupd.index.buckets import ClusterEncoding
+from dedupd.index.keys import Keys
 
 
 def memberships(r: redis.Redis, daemon: Daemon) -> Counter[int]:

@@ -6,8 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dedupd.minhash import estimate
-from dedupd.verify import agreement_pairs, jaccard_pairs
+from dedupd.similarity.minhash import estimate
+from dedupd.similarity.verify import agreement_pairs, jaccard_pairs
 
 small_sets = st.lists(st.sets(st.integers(0, 40), max_size=30), min_size=1, max_size=8)
 

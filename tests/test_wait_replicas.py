@@ -12,8 +12,8 @@ import redis
 from conftest import start_redis_server
 from helpers import alerts, make_daemon, pending, push, text, variant
 
-from dedupd.connection import is_transient
 from dedupd.errors import ReplicasBehindError
+from dedupd.server.connection import is_transient
 
 
 def _replica_in_sync(primary: redis.Redis, timeout: float = 10.0) -> None:

@@ -24,8 +24,8 @@ from dedupd.mining.support import resolve_support
 from dedupd.mining.toivonen import toivonen
 
 if TYPE_CHECKING:
-    from dedupd.connection import RedisClient
-    from dedupd.keys import Keys
+    from dedupd.index.keys import Keys
+    from dedupd.server.connection import RedisClient
 
 ALGORITHMS = ("apriori", "pcy", "multistage", "multihash", "sample", "son", "toivonen")
 
@@ -286,9 +286,9 @@ def _read_input(
         baskets = load_baskets(input_path)
         source = input_path
     else:
-        from dedupd.connection import connect
-        from dedupd.keys import Keys
+        from dedupd.index.keys import Keys
         from dedupd.mining.redis_source import read_baskets
+        from dedupd.server.connection import connect
         from dedupd.settings import load_settings
 
         if config_file:

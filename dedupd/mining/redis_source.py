@@ -20,11 +20,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from dedupd.keys import Keys
+from dedupd.index.keys import Keys
 from dedupd.mining.clusters import cluster_baskets
 
 if TYPE_CHECKING:
-    from dedupd.connection import RedisClient
+    from dedupd.server.connection import RedisClient
 
 PAGE = 10_000
 # an XRANGE reply of a client that returns bytes (redis-py's types also allow str and None)

@@ -10,7 +10,7 @@ import redis
 from click.testing import CliRunner
 from mining_oracle import SEED_BASKETS
 
-from dedupd.keys import Keys
+from dedupd.index.keys import Keys
 from dedupd.mining.cli import mine
 from dedupd.mining.clusters import cluster_baskets
 from dedupd.mining.redis_source import load_result, read_baskets, store_result

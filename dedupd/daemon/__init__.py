@@ -1,0 +1,1 @@
+"""The consumer daemon: the input stream, the planner, a batch's stages and outputs, monitoring."""

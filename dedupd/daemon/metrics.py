@@ -1,0 +1,133 @@
+"""Prometheus metrics of one daemon: documents, duplicates, dead letters, lag, pending, batch latency, size.
+
+Each daemon serves its own registry on ``metrics_host:metrics_port`` (127.0.0.1:9464 by default;
+``metrics_port = 0`` turns the endpoint off). Counters count what this process did since it started
+(Prometheus sums them over the daemons); the lag and pending gauges are the consumer group's, refreshed
+every few seconds, so every daemon reports the same value (take ``max`` over them, not ``sum``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    start_http_server,
+)
+
+from dedupd.daemon.monitor import group_state
+
+log = logging.getLogger(__name__)
+
+GROUP_REFRESH_S = 5.0
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 10_000)
+
+
+class Metrics:
+    """The metrics of one daemon, in a registry of its own (several daemons can live in one process)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
+        r = self.registry
+        self.processed = Counter(
+            "dedupd_documents_processed",
+            "Input entries processed (indexed, replaced, appended or deleted)",
+            registry=r,
+        )
+        self.duplicates = Counter("dedupd_duplicates", "Duplicate alerts written", registry=r)
+        self.dead_letters = Counter(
+            "dedupd_dead_letters", "Entries sent to the dead-letter stream", registry=r
+        )
+        self.batches = Counter("dedupd_batches", "Batches processed", registry=r)
+        self.lag = Gauge(
+            "dedupd_consumer_lag", "Input entries not yet delivered to any consumer of the group", registry=r
+        )
+        self.pending = Gauge(
+            "dedupd_pending_entries", "Entries delivered to the group but not yet acknowledged", registry=r
+        )
+        self.batch_seconds = Histogram(
+            "dedupd_batch_seconds",
+            "Time to process and acknowledge one batch",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.batch_size = Histogram(
+            "dedupd_batch_size", "Entries per batch", buckets=SIZE_BUCKETS, registry=r
+        )
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self._last_group = 0.0
+
+    # ----- endpoint -----
+    def serve(self, host: str, port: int) -> tuple[str, int] | None:
+        """Start the HTTP endpoint (``/metrics``) in a background thread.
+
+        Returns:
+            The address it listens on, or None when ``port`` is 0 (off) or the port cannot be bound (then
+            a warning is logged and the daemon goes on without metrics).
+        """
+        if port == 0:
+            return None
+        try:
+            self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
+        except OSError as exc:
+            log.warning(
+                "metrics endpoint not started: cannot listen on %s:%d (%s); give each daemon on this "
+                "host its own metrics_port (DEDUPD_METRICS_PORT), or 0 to turn metrics off",
+                host,
+                port,
+                exc,
+            )
+            return None
+        address = self._server.server_address
+        log.info("metrics on http://%s:%d/metrics", host, address[1])
+        return host, int(address[1])
+
+    def close(self) -> None:
+        """Stop the endpoint, if it runs."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    # ----- observations -----
+    def observe_batch(self, seconds: float, size: int, processed: int, alerts: int, dead: int) -> None:
+        """Record one batch: its latency and size, and what it did."""
+        self.batches.inc()
+        self.batch_seconds.observe(seconds)
+        self.batch_size.observe(size)
+        self.processed.inc(processed)
+        self.duplicates.inc(alerts)
+        self.dead_letters.inc(dead)
+
+    def set_group(self, lag: int | None, pending: int) -> None:
+        """Record the consumer group's lag (None: unknown, kept as it was) and pending count."""
+        if lag is not None:
+            self.lag.set(lag)
+        self.pending.set(pending)
+
+    def refresh_group(self, client: Any, keys: Any, every_s: float = GROUP_REFRESH_S) -> None:
+        """Read the group's lag and pending count at most every ``every_s`` seconds (one XINFO GROUPS)."""
+        now = time.monotonic()
+        if now - self._last_group < every_s:
+            return
+        self._last_group = now
+        state = group_state(client, keys)
+        if state is not None:
+            self.set_group(state["lag"], state["pending"])

@@ -1,0 +1,1 @@
+"""The index on Redis: keys, records, buckets, clusters, the gateway and its Lua scripts."""

@@ -1,0 +1,50 @@
+"""What the gateway reads of one document before a batch changes it, and the order of stream entry ids.
+
+>>> DocState(num=1, record=None, tombstone="5-0").version
+'5-0'
+>>> sid("1700000000000-3") < sid("1700000000001-0")
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dedupd.index.record import Record
+
+
+def sid(entry_id: str) -> tuple[int, int]:
+    """Sortable form of a stream entry id ``ms-seq``."""
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class DocState:
+    """What the gateway read of one document."""
+
+    num: int  # integer id (0: none, and none created)
+    record: Record | None  # the live record
+    tombstone: str | None  # the entry id of the delete that last removed it, while its tombstone lasts
+    inflight: tuple[str, ...] = ()  # its entries delivered to the group and not yet acknowledged
+
+    @property
+    def stale(self) -> bool:
+        """The record is older than the delete that removed the document: a generation being rebuilt holds
+        what the serving one deleted (the delete is still to be replayed into it)."""
+        return (
+            self.record is not None
+            and self.tombstone is not None
+            and sid(self.record.entry_id) < sid(self.tombstone)
+        )
+
+    @property
+    def live(self) -> Record | None:
+        """The record, unless it is stale."""
+        return None if self.stale else self.record
+
+    @property
+    def version(self) -> str | None:
+        """The stream id of the newest entry applied to the document, if known."""
+        known = [v for v in (self.record.entry_id if self.record else None, self.tombstone) if v]
+        return max(known, key=sid) if known else None

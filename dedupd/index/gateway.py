@@ -1,0 +1,546 @@
+"""The Redis gateway of one index generation: every exchange the batch pipeline has with Redis.
+
+Layout (see keys.py): each document has a record ``doc:<gen>:<n>``, one packed string (record.py: id,
+tail, unit count, the input entry id that last changed it — its version —, source, and the raw signature
+with the 32-bit shingle fingerprints, or a short document's 64-bit shingle hashes); each band bucket is a
+field of a small Redis hash ``b:<gen>:{<band>.<shard mod 16>}:<shard>`` (the shard: the band hash's top
+bits; the field: its low 32 bits) whose value is the packed uint32 ids of the documents in it. A batch is
+inserted and queried in one script call (lua.BUCKETS; buckets.py encodes it): for each document, in order,
+its record is checked and written and it joins each of its buckets, reading who is there, so a document
+sees every document inserted before it, including earlier ones of the same batch and ones a concurrent
+consumer inserted a moment before.
+
+Ids, tombstones and the union-find of clusters (unionfind.py) are shared by the generations; only the
+serving generation's gateway forgets ids, leaves tombstones and removes deleted documents' union-find nodes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
+from redis.cluster import RedisCluster
+
+from dedupd.index import lua, unionfind
+from dedupd.index.buckets import (
+    BucketOps,
+    ClusterEncoding,
+    DocWrite,
+    Evictions,
+    Hits,
+    SingleEncoding,
+    bucket_keys,
+    bucket_ops,
+)
+from dedupd.index.cluster_records import ClusterRecords
+from dedupd.index.docstate import DocState, sid
+from dedupd.index.keys import Keys, Meta
+from dedupd.index.known_roots import KnownRoots
+from dedupd.index.record import Record, record_doc_id
+from dedupd.index.record_cache import DecodedRecords
+from dedupd.server.connection import RedisClient, ScriptPipeline, is_cluster
+from dedupd.similarity.bounds import FRESH_PER_CALL, KEPT_PER_CLUSTER, Bounds
+from dedupd.similarity.fingerprint import Fingerprinter
+from dedupd.similarity.hashing import U64Array
+from dedupd.similarity.lsh import column_bands
+from dedupd.similarity.spec import IndexSpec
+
+Emitted = tuple[str, list[Any]]  # (input entry id, field/value list) of one output entry
+Packed = npt.NDArray[np.uint32]  # the ids read from a document's buckets, one per shared band
+NO_IDS: Packed = np.zeros(0, dtype=np.uint32)  # no ids read
+APPLY_CHUNK = 64  # documents per BUCKETS call (one 256-document script took 30-70 ms; 128 up to 46)
+
+
+def open_spec(client: RedisClient, keys: Keys, spec: IndexSpec) -> tuple[IndexSpec, int]:
+    """The serving spec and generation, creating the index with ``spec`` if there is none.
+
+    An index stored before threshold and verify were part of its spec adopts the requested ones.
+
+    Raises:
+        ParameterMismatchError: when the index has another spec (names the matching flags and `dedupd rebuild`).
+    """
+    client.hsetnx(keys.meta, Meta.SPEC, spec.to_json())
+    client.hsetnx(keys.meta, Meta.GEN, 0)
+    raw, gen = client.hmget(keys.meta, [Meta.SPEC, Meta.GEN])
+    assert raw is not None
+    if IndexSpec.lacks_verdict(raw):
+        client.hset(
+            keys.meta,
+            Meta.SPEC,
+            IndexSpec.from_json(raw)
+            .with_changes({"threshold": spec.threshold, "verify": spec.verify})
+            .to_json(),
+        )
+        raw = client.hget(keys.meta, Meta.SPEC)
+        assert raw is not None
+    spec.require_same(IndexSpec.from_json(raw), keys.prefix)
+    # the union-find counts children from here on: the ids given out before (an earlier version) stay uncounted
+    client.register_script(unionfind.SET_FLOOR)(keys=[keys.uf_floor, keys.id_seq])
+    return spec, int(gen or 0)
+
+
+def _tombstone(raw: bytes | None) -> tuple[str | None, int]:
+    """A tombstone '<version> <n>' as (version, the integer id it had); (None, 0) when there is none."""
+    if not raw:
+        return None, 0
+    version, _, num = raw.decode().partition(" ")
+    return version, int(num or 0)
+
+
+def _cluster_name(num: int, record: bytes | None) -> str:
+    """A cluster's name: its root document's id, from the root's record; ``#n`` when it is gone."""
+    return record_doc_id(record) if record else f"#{num}"
+
+
+def _new_documents(writes: Sequence[DocWrite]) -> Packed:
+    """The integer ids of the new documents (no record before) that ``writes`` add to buckets.
+
+    A later chunk of a batch's BUCKETS calls reads the buckets after the earlier chunks joined them: these
+    are left out of its reads, as one call would have (a document sees the batch's documents before it
+    through bounds.batch_predecessors). An updated document may have been in a bucket before the batch:
+    it stays.
+    """
+    nums = [w.num for w in writes if w.expected == "" and w.add.size and not w.rejoin]
+    return np.array(nums, dtype=np.uint32) if nums else NO_IDS
+
+
+def _reads(packed: Sequence[bytes | None], ids: Packed) -> list[Packed | None]:
+    """Each write's read from its ids packed as uint32 LE (None: its record had changed, nothing written),
+    without ``ids``: one array and one membership test for all of them, each read a slice of it.
+
+    >>> [None if r is None else r.tolist() for r in _reads([b"", None, bytes([1, 0, 0, 0, 2, 0, 0, 0])], np.array([2], np.uint32))]
+    [[], None, [1]]
+    """
+    sizes = np.array([len(p) // 4 if p else 0 for p in packed], dtype=np.int64)
+    if not sizes.any():  # different documents: nothing read
+        return [None if p is None else NO_IDS for p in packed]
+    flat = np.frombuffer(b"".join(p for p in packed if p), dtype="<u4")
+    if ids.size:
+        keep = ~np.isin(flat, ids)
+        if not keep.all():  # (a flood's later chunks: the batch's copies before them)
+            owner = np.repeat(np.arange(sizes.size), sizes)
+            sizes, flat = np.bincount(owner[keep], minlength=sizes.size), flat[keep]
+    ends = np.cumsum(sizes).tolist()
+    return [
+        None if p is None else flat[end - n : end] if n else NO_IDS
+        for p, n, end in zip(packed, sizes.tolist(), ends, strict=True)
+    ]
+
+
+class Gateway:
+    """Redis operations on one generation of one index (one prefix)."""
+
+    def __init__(
+        self,
+        client: RedisClient,
+        keys: Keys,
+        spec: IndexSpec,
+        generation: int,
+        serving: bool = True,
+        tombstone_ttl_s: int = 7 * 86400,
+        bounds: Bounds | None = None,
+    ) -> None:
+        self.client = client
+        self.bounds = bounds or Bounds()
+        self.keys = keys
+        self.spec = spec
+        self.generation = generation
+        self.serving = serving  # a generation being built by a rebuild never forgets ids nor emits
+        self.tombstone_ttl_s = tombstone_ttl_s
+        self.fingerprinter = Fingerprinter(spec, keep_shingles=spec.store_shingles)
+        self.cluster = is_cluster(client)
+        self.encoding = ClusterEncoding(self._keyslot) if self.cluster else SingleEncoding()
+        reg = client.register_script
+        self._resolve, self._forget = reg(lua.RESOLVE_IDS), reg(unionfind.FORGET_IDS)
+        self._buckets, self._versions = reg(lua.BUCKETS), reg(lua.VERSIONS)
+        self.records = ClusterRecords(client, keys, generation)  # used on a Redis Cluster
+        self._emit, self._union = reg(lua.EMIT_MANY), reg(unionfind.UNION_ROOTS)
+        self._reply, self._roots, self._evict = reg(lua.REPLY), reg(unionfind.FIND_ROOTS), reg(lua.EVICT)
+        self._uf = [keys.uf_parent, keys.uf_children, keys.uf_gone, keys.uf_floor]
+        self._shift = np.uint64(64 - spec.shard_bits)
+        self._key_table: npt.NDArray[np.object_] | None = None
+        self._key_cache: dict[tuple[int, int], str] = {}
+        self._decoded = DecodedRecords()
+        self._known = KnownRoots()  # cluster roots seen a moment ago (a flood's batch needs no lookup)
+
+    @classmethod
+    def open(
+        cls,
+        client: RedisClient,
+        keys: Keys,
+        spec: IndexSpec,
+        tombstone_ttl_s: int = 7 * 86400,
+        bounds: Bounds | None = None,
+    ) -> Gateway:
+        """The serving generation's gateway (see :func:`open_spec`, which may raise)."""
+        spec, gen = open_spec(client, keys, spec)
+        return cls(client, keys, spec, gen, tombstone_ttl_s=tombstone_ttl_s, bounds=bounds)
+
+    def nums_of(self, doc_ids: Sequence[str]) -> list[int]:
+        """The integer id of each document id (0 = unknown); creates none."""
+        if not doc_ids:
+            return []
+        return [int(n) if n else 0 for n in self.client.hmget(self.keys.id_forward, list(doc_ids))]
+
+    def _keyslot(self, name: str) -> int:
+        return int(cast(RedisCluster, self.client).keyslot(name))
+
+    def record_key(self, num: int) -> str:
+        return self.keys.doc(num, self.generation)
+
+    # ----- reading the state of a run's documents -----
+    def states(
+        self, requests: Sequence[tuple[str, bool, str]], flights: Sequence[tuple[str, ...]] | None = None
+    ) -> list[DocState]:
+        """The stored state of each (doc id, create, entry id): its integer id (created for ``create``
+        unless a newer delete's tombstone says no), record and tombstone; ``flights`` are the documents'
+        in-flight entries (from the consumer's stream)."""
+        if not requests:
+            return []
+        args: list[str] = []
+        for doc_id, create, entry_id in requests:
+            args += ["a" if create else "g", doc_id, entry_id]
+        keys = [self.keys.id_forward, self.keys.id_seq, self.keys.tombstones]
+        resolved: Any = self._resolve(keys=keys, args=args)
+        nums: list[int] = resolved[0::2]
+        tombs: list[str | None] = [None] * len(nums)
+        for i, raw in enumerate(resolved[1::2]):
+            if raw:
+                tombs[i], tomb_num = _tombstone(raw)
+                # the record a delete removed is found through its tombstone, when the id is forgotten or the
+                # entry is not newer than the delete (a generation being rebuilt may still hold that record)
+                if not nums[i] or sid(requests[i][2]) <= sid(tombs[i] or ""):
+                    nums[i] = tomb_num
+        records = self.load_records(n for n in nums if n > 0)
+        get, none = records.get, ()
+        return [
+            DocState(abs(n), get(n) if n > 0 else None, tombs[i], flights[i] if flights else none)
+            for i, n in enumerate(nums)
+        ]
+
+    def load_records(
+        self, nums: Iterable[int], ahead: Sequence[int] = (), stash: dict[int, bytes | None] | None = None
+    ) -> dict[int, Record | None]:
+        """Fetch document records in one pipelined exchange. With ``stash``: the stored bytes this reads
+        are kept in it, with those of the ids ``ahead`` (read in the same exchange, not decoded), and an id
+        found in it is taken from it instead of read again (a record read a moment ago, as one read with
+        the others would be)."""
+        wanted = list(dict.fromkeys(nums))
+        if not wanted:
+            return {}
+        held: dict[int, bytes | None] = {}
+        extra: list[int] = []
+        if stash is not None:
+            held = {n: stash[n] for n in wanted if n in stash}
+            wanted = [n for n in wanted if n not in held]
+            fetched = set(wanted)
+            extra = [n for n in dict.fromkeys(ahead) if n not in held and n not in fetched]
+        read = wanted + extra if wanted else []  # (read ahead only with records that must be read)
+        blobs = self._stored(read) if read else []
+        if stash is not None:
+            stash.update(zip(read, blobs, strict=True))
+        nums_read = [*held, *wanted]
+        return self._decoded.decode(nums_read, [*held.values(), *blobs[: len(wanted)]], self.fingerprinter)
+
+    def _stored(self, wanted: list[int]) -> list[bytes | None]:
+        """The stored records of ``wanted`` (None when missing), in one pipelined exchange."""
+        names = [self.record_key(n) for n in wanted]
+        pipe = self.client.pipeline(transaction=False)
+        if self.cluster:  # records live in many slots: one GET each, pipelined per node
+            for name in names:
+                pipe.get(name)
+            blobs = pipe.execute()
+        else:  # one MGET per 1,000 records (a pipeline of GETs costs ~10 us of Python per record)
+            for i in range(0, len(names), 1000):
+                pipe.mget(names[i : i + 1000])
+            blobs = [b for part in pipe.execute() for b in part]
+        return blobs
+
+    def remember(self, num: int, blob: bytes, record: Record) -> None:
+        """Keep a record just written as read (record_cache.DecodedRecords.remember)."""
+        self._decoded.remember(num, blob, record)
+
+    def versions(self, nums: Sequence[int]) -> dict[int, str]:
+        """Each record's version (its input entry id; '' when there is no record), without the records."""
+        pipe = ScriptPipeline(self.client)
+        step = 1 if self.cluster else 1000
+        for i in range(0, len(nums), step):
+            pipe.script(self._versions, [self.record_key(n) for n in nums[i : i + step]], [])
+        found = [v for part in (pipe.execute() if nums else []) for v in part]
+        return {n: v.decode() if isinstance(v, bytes) else str(v) for n, v in zip(nums, found, strict=True)}
+
+    # ----- writing -----
+    def apply(
+        self, writes: Sequence[DocWrite], before: Callable[[], None] | None = None
+    ) -> tuple[list[Packed | None], Hits]:
+        """Apply the writes of a batch: records and buckets of every document, in batch order. ``before`` is
+        called just before the first write is sent (on a single Redis, once the calls are packed: what it
+        waits for does not wait for that too).
+
+        On a single Redis this is one script call, atomic: a document whose record changed since it was
+        read (another consumer got there first) is left untouched. On a Redis Cluster the records are
+        checked and written first (one script per record), then the buckets of the documents that passed,
+        then the records are settled (cluster_records.py: a retry leaves the buckets a write left behind).
+
+        Returns:
+            For each write, the integer ids found in the buckets it joined (one per shared bucket, possibly
+            itself: see bounds.ranked_flat), or None when its record had changed (process that entry again);
+            and the buckets the writes joined that were there already (their writes' indices into ``writes``).
+        """
+        if not isinstance(self.encoding, ClusterEncoding):
+            return self._write_buckets(writes, before)
+        if before is not None:
+            before()
+        left = self.records.check(writes)
+        sent, at = self.records.with_leftovers(writes, left)
+        found, hits = self._write_buckets(sent)
+        out = [found[i] if rows is not None else None for i, rows in zip(at, left, strict=True)]
+        self.records.settle(writes, left, [f is not None for f in out])
+        of_sent = np.full(len(sent), -1, dtype=np.int64)
+        of_sent[at] = np.arange(len(at))
+        write = of_sent[hits.write]  # a leave-only write of leftovers joins nothing: no hit is one
+        return out, Hits(hits.names, hits.key, hits.field, write, hits.refused)
+
+    def _write_buckets(
+        self, writes: Sequence[DocWrite], before: Callable[[], None] | None = None
+    ) -> tuple[list[Packed | None], Hits]:
+        """The bucket calls of the writes (with their record checks on a single Redis), in chunks of
+        APPLY_CHUNK documents, in one pipelined exchange (sent after ``before()``); per write what it read,
+        None when its record had changed; and the buckets joined that were there already."""
+        full = self.bounds.bucket_members
+        # a serving bucket takes FRESH_PER_CALL new members a call, the others once the batch is verified
+        # (lua.EVICT); a generation being built (no EVICT) takes every member up to ``full``
+        fresh = FRESH_PER_CALL if self.serving else 0
+        pipe = ScriptPipeline(self.client)
+        spans: list[tuple[int, BucketOps | None, list[npt.NDArray[np.int64]]]] = []  # per chunk
+        for lo in range(0, len(writes), APPLY_CHUNK):  # one script call's run time bounded by a chunk's
+            part = writes[lo : lo + APPLY_CHUNK]
+            ops = bucket_ops(
+                part,
+                self.spec.bands,
+                self._shift,
+                self.spec.shard_bits,
+                self._names,
+                self.encoding.with_checks,
+            )
+            calls = self.encoding.calls(ops, part, self.record_key, full, fresh) if ops is not None else []
+            for keys, args, _ in calls:
+                pipe.script(self._buckets, keys, args)
+            spans.append((len(part), ops, [rows for _, _, rows in calls]))
+        if before is not None:
+            before()
+        replies = iter(pipe.execute() if len(pipe) else [])
+        found: list[Packed | None] = []
+        hits: list[Hits] = []
+        at = 0
+        for size, ops, call_rows in spans:
+            groups = [next(replies) for _ in call_rows]
+            chunk: list[bytes | None] = []
+            for j in range(size):
+                parts = [group[j] for group in groups]
+                chunk.append(None if b"!" in parts else b"".join(parts))
+            if ops is not None:
+                hits += [
+                    Hits.of(ops, rows, group[size], at) for rows, group in zip(call_rows, groups, strict=True)
+                ]
+            found += _reads(chunk, _new_documents(writes[:at]))
+            at += size
+        return found, Hits.join(hits)
+
+    def evict(self, pipe: ScriptPipeline, ev: Evictions) -> None:
+        """Queue lua.EVICT for the rows of ``ev`` (one call, or one per slot on a Redis Cluster)."""
+        if not ev.key.size:
+            return
+        named, inverse = np.unique(ev.key, return_inverse=True)  # the names rows use (of a chunk's thousands)
+        slot_of = [self._keyslot(ev.names[k]) for k in named.tolist()] if self.cluster else [0] * named.size
+        slots = np.array(slot_of, dtype=np.int64)[inverse]
+        for slot in np.unique(slots).tolist():
+            sel = np.flatnonzero(slots == slot)
+            used, local = np.unique(ev.key[sel], return_inverse=True)
+            clusters, group = np.unique(ev.cluster[sel], return_inverse=True)
+            args: list[bytes | str] = [
+                (local + 1).astype("<u4").tobytes(),
+                ev.field[sel].astype("<u4").tobytes(),
+                (group + 1).astype("<u4").tobytes(),
+                ev.doc[sel].astype("<u4").tobytes(),
+                str(KEPT_PER_CLUSTER),
+                str(self.bounds.bucket_members),
+                *(ev.members[c] for c in clusters.tolist()),
+            ]
+            pipe.script(self._evict, [ev.names[u] for u in used.tolist()], args)
+
+    def forget(self, deleted: Sequence[tuple[str, int, str]]) -> None:
+        """Deleted documents (doc id, integer id or 0, the delete's entry id): forget their ids, remove their
+        union-find nodes (those still linking other documents stay until their last child goes) and leave
+        tombstones, in one script call (serving generation only: a rebuild's generation shares the ids)."""
+        if not deleted or not self.serving:
+            return
+        args: list[Any] = [int(time.time() * 1000), self.tombstone_ttl_s * 1000]
+        for doc_id, num, entry_id in deleted:
+            args += [doc_id, num, entry_id]
+        keys = [*self._uf, self.keys.id_forward, self.keys.tombstones, self.keys.tombstone_expiry]
+        pipe = ScriptPipeline(self.client)
+        pipe.script(self._forget, keys, args)
+        pipe.execute()
+        self._known.forget(num for _, num, _ in deleted)  # (a node removed is its own root again)
+
+    def peek(self, bands: Sequence[U64Array]) -> list[Packed]:
+        """The integer ids in the buckets of each band-hash row (one per shared bucket), read only: a query
+        joins nothing."""
+        rows = [np.asarray(b, dtype=np.uint64) for b in bands]
+        flat = np.concatenate(rows) if rows else np.zeros(0, dtype=np.uint64)
+        band = (
+            np.concatenate([column_bands(r.size, self.spec.bands) for r in rows])
+            if rows
+            else np.zeros(0, np.int64)
+        )
+        names, name_of, fields = bucket_keys(band, flat, self._shift, self.spec.shard_bits, self._names)
+        pipe = self.client.pipeline(transaction=False)
+        for at, f in zip(name_of.tolist(), fields, strict=True):
+            pipe.hget(names[at], f.tobytes())
+        found = iter(pipe.execute() if flat.size else [])
+        out: list[Packed] = []
+        for r in rows:
+            packed = b"".join(next(found) or b"" for _ in range(r.size))
+            out.append(np.frombuffer(packed, dtype="<u4") if packed else NO_IDS)
+        return out
+
+    def roots(self, nums: Sequence[int], fresh: bool = False) -> list[int]:
+        """The root of each document's cluster (read only). Unless ``fresh``, the ids whose roots this process
+        saw a moment ago are answered from them (known_roots.py: a view that can be finer than Redis's, never
+        coarser); the others are looked up, in one call."""
+        if not nums:
+            return []
+        if fresh:
+            return self._find_roots(nums)
+        known = self._known
+        known.expire()
+        seen = [known.get(n) for n in nums]
+        if None not in seen:
+            return cast(list[int], seen)
+        missing = list(dict.fromkeys(n for n, r in zip(nums, seen, strict=True) if r is None))
+        looked = dict(zip(missing, self._find_roots(missing), strict=True))
+        return [looked[n] if r is None else r for n, r in zip(nums, seen, strict=True)]
+
+    def _find_roots(self, nums: Sequence[int]) -> list[int]:
+        """The roots, from the union-find in Redis (unionfind.FIND_ROOTS); kept as known."""
+        found = [int(x) for x in self._roots(keys=[self.keys.uf_parent], args=list(nums))]
+        self._known.learn([*zip(nums, found, strict=True), *((r, r) for r in found)])
+        return found
+
+    def created(self, nums: Sequence[int]) -> None:
+        """Documents a batch has just created and written (new integer ids, given out by this process, not
+        deletes): each is its own root until unions take it in (no lookup needed for them)."""
+        self._known.created(nums)
+
+    def forget_roots(self) -> None:
+        """Forget every root known (after a server error: a server restarted without its data gives the
+        integer ids out again)."""
+        self._known.clear()
+
+    def reply(
+        self, pipe: ScriptPipeline, name: str, maxlen: int, ttl_s: int, entries: Sequence[Emitted]
+    ) -> None:
+        """Queue the verdicts of one reply stream: once per query entry, bounded, expiring when idle."""
+        if not entries:
+            return
+        stream = self.keys.reply(name)
+        args: list[Any] = [int(time.time() * 1000), maxlen, ttl_s * 1000]
+        for marker, pairs in entries:
+            args += [marker, len(pairs) // 2, *pairs]
+        pipe.script(self._reply, [stream, self.keys.seen(stream)], args)
+
+    # ----- outputs -----
+    def emit(
+        self, pipe: ScriptPipeline, stream: str, retention: int, ttl_s: int, entries: Sequence[Emitted]
+    ) -> None:
+        """Queue one call appending each (input entry id, field/value list) to ``stream`` once per entry id."""
+        if not entries:
+            return
+        args: list[Any] = [int(time.time() * 1000), retention, ttl_s * 1000]
+        for marker, pairs in entries:
+            args += [marker, len(pairs) // 2, *pairs]
+        pipe.script(self._emit, [stream, self.keys.seen(stream)], args)
+
+    def union(
+        self,
+        groups: Sequence[tuple[int, Sequence[tuple[int, str]]]],
+        pipe: ScriptPipeline | None = None,
+        names: dict[int, str] | None = None,
+        expected: Iterable[int] = (),
+    ) -> list[tuple[int, list[int]]]:
+        """Union each document with its matches, (integer id, document id) each (union-find in Redis, one
+        union per distinct cluster root; a match deleted meanwhile and gone from the union-find joins nothing).
+        With ``pipe``, after what it holds, in the same exchange; with ``names`` (integer id -> document id),
+        the names of the roots the unions are ``expected`` to leave are read in it too (before the unions),
+        for :meth:`cluster_names`.
+
+        Returns:
+            Per group, the root of the document's cluster after it, and the root each match had before
+            (before the document joined: its earlier cluster).
+        """
+        args: list[int | str] = []
+        for num, matches in groups:
+            args += [num, len(matches)]
+            for match in matches:
+                args += match
+        keys = [*self._uf, self.keys.id_forward]
+        if pipe is None:
+            reply: list[Any] = self._union(keys=keys, args=args)
+        else:
+            wanted = [n for n in dict.fromkeys(expected) if names is not None and n not in names]
+            first = len(pipe)
+            for n in wanted:
+                pipe.get(self.record_key(n))
+            pipe.script(self._union, keys, args)
+            replies = pipe.execute()
+            reply = replies[-1]
+            if names is not None:
+                names.update(zip(wanted, map(_cluster_name, wanted, replies[first:-1]), strict=True))
+        out: list[tuple[int, list[int]]] = []
+        done: list[tuple[int, int, list[int], int, list[int]]] = []  # what the unions did (known_roots.py)
+        at = 0
+        for num, matches in groups:
+            k = len(matches)
+            root, before = int(reply[at]), [int(x) for x in reply[at + 1 : at + 1 + k]]
+            out.append((root, before))
+            done.append((num, int(reply[at + 1 + k]), [m for m, _ in matches], root, before))
+            at += 2 + k
+        self._known.learn_unions(done)
+        return out
+
+    def cluster_names(self, roots: list[int], known: dict[int, str]) -> list[str]:
+        """A cluster is named by its root (oldest) document's id; ``#n`` if that document is gone."""
+        missing = [n for n in dict.fromkeys(roots) if n not in known]
+        if missing:
+            pipe = self.client.pipeline(transaction=False)
+            for n in missing:
+                pipe.get(self.record_key(n))
+            known.update(zip(missing, map(_cluster_name, missing, pipe.execute()), strict=True))
+        return [known[n] for n in roots]
+
+    # ----- key names -----
+    def _names(self, band_of: npt.NDArray[np.int64], shard_of: npt.NDArray[np.int64]) -> list[str]:
+        """Bucket hash key names (from a table made once when it is small enough, else a cache)."""
+        per_band = 1 << self.spec.shard_bits
+        if self._key_table is None and (self.spec.bands + 1) * per_band <= 1 << 21:
+            self._key_table = np.array(
+                [
+                    self.keys.buckets(self.generation, b, sh)
+                    for b in range(self.spec.bands + 1)  # and the short documents' shingle prefixes
+                    for sh in range(per_band)
+                ],
+                dtype=object,
+            )
+        if self._key_table is not None:
+            return self._key_table[band_of * per_band + shard_of].tolist()  # type: ignore[no-any-return]
+        out = []
+        for b, sh in zip(band_of.tolist(), shard_of.tolist(), strict=True):
+            key = self._key_cache.get((b, sh))
+            if key is None:
+                key = self._key_cache[(b, sh)] = self.keys.buckets(self.generation, b, sh)
+            out.append(key)
+        return out

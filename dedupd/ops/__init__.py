@@ -1,0 +1,1 @@
+"""Operator tools: rebuild, stats, reading alerts and dead letters, pushing documents."""

@@ -1,0 +1,351 @@
+"""Pushing documents into the input stream: the input formats, reading them as they arrive, and batched XADDs.
+
+Formats (``dedupd push --format``): ``jsonl`` (one JSON object per line with the stream fields), ``text``
+(one document per line), ``json-array`` (the whole input is one JSON array of such objects, or of strings),
+``files`` (a directory: one document per file, id = its path relative to the directory), and ``auto``
+(:func:`detect_format`). Input is read as bytes and decoded line by line, so a line that is not UTF-8 is
+one bad line, not the end of the run.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import os
+import re
+import select
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from dedupd.index.keys import Keys
+
+if TYPE_CHECKING:
+    from dedupd.server.connection import RedisClient
+
+FIELDS = ("id", "text", "op", "source", "items", "meta")
+FORMATS = ("auto", "jsonl", "text", "json-array", "files")
+FLUSH_S = 0.1  # buffered entries are sent at least this often while the input pauses
+_CHUNK = 1 << 16
+_BOM = b"\xef\xbb\xbf"
+# a first line that opens a JSON array of objects or strings (not "[INFO] ..." log text)
+_ARRAY_START = re.compile(rb"^\s*\[\s*(?:[{\"\]]|$)")
+# a first line made of short column names, as a CSV (or TSV) header is: id,text,source
+_NAME = r'(?:"[^",;\t]{1,32}"|[A-Za-z_][\w.-]{0,31})'
+_CSV_HEADER = re.compile(rf"^{_NAME}([,;\t]){_NAME}(?:\1{_NAME})*$")
+
+
+@dataclass(frozen=True, slots=True)
+class BadLine:
+    """A line (or array item, or file) that could not be turned into an entry."""
+
+    line_no: int
+    reason: str
+    where: str | None = None  # instead of the line number: "item 3" of a JSON array, or a file's path
+
+
+Item = dict[str, str] | BadLine
+
+
+def _decode(raw: bytes) -> str | BadLine:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return BadLine(0, f"not UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line)")
+
+
+def parse_line(raw: bytes | str, no: int, fmt: str, id_prefix: str) -> Item | None:
+    """One input line as stream fields, a BadLine, or None for a blank line.
+
+    Args:
+        raw: the line, bytes (decoded here) or text, with or without its line break.
+        no: its line number (1-based); a plain-text line gets the id ``<id_prefix><no>``.
+        fmt: ``jsonl``, ``text`` or ``auto`` (a line starting with ``{`` is JSONL, any other is text).
+        id_prefix: see ``no``.
+    """
+    if isinstance(raw, bytes):
+        decoded = _decode(raw[3:] if no == 1 and raw.startswith(_BOM) else raw)
+        if isinstance(decoded, BadLine):
+            return BadLine(no, decoded.reason)
+        line = decoded
+    else:
+        line = raw
+    line = line.rstrip("\r\n")
+    if not line.strip():
+        return None
+    if fmt == "text":
+        return {"id": f"{id_prefix}{no}", "text": line}
+    if line.lstrip().startswith("{"):
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            hint = "" if fmt == "jsonl" else " (a line starting with '{' is read as JSON: use --format text)"
+            return BadLine(no, f"invalid JSON: {exc}{hint}")
+        return object_fields(obj, no)
+    if fmt == "jsonl":
+        return BadLine(no, "not a JSON object (use --format text for plain text)")
+    return {"id": f"{id_prefix}{no}", "text": line}
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return names.get(type(value), "null")
+
+
+def object_fields(obj: Any, no: int, where: str | None = None) -> Item:
+    """A parsed JSON object as stream fields (``items`` and ``meta`` kept as JSON), or a BadLine."""
+    if not isinstance(obj, dict):
+        return BadLine(no, f"a JSON {_json_type(obj)}, not an object", where)
+    fields = _fields(obj)
+    if not fields:
+        return BadLine(no, "a JSON object without fields (give at least an id and a text)", where)
+    return fields
+
+
+def parse_lines(lines: Iterable[str | bytes], fmt: str, id_prefix: str) -> Iterator[Item]:
+    """Turn input lines into stream field maps (blank lines skipped).
+
+    Args:
+        lines: the input lines (text, or bytes decoded line by line).
+        fmt: ``jsonl``, ``text`` or ``auto`` (a line starting with ``{`` is JSONL, any other is text).
+        id_prefix: plain-text lines get the id ``<id_prefix><line number>``.
+
+    Yields:
+        A field map per non-blank line, or a BadLine (not UTF-8, invalid JSON, not an object...).
+    """
+    for no, line in enumerate(lines, start=1):
+        item = parse_line(line, no, fmt, id_prefix)
+        if item is not None:
+            yield item
+
+
+def _fields(obj: dict[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in obj.items():
+        if value is None:
+            continue
+        out[key] = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return out
+
+
+def array_items(data: bytes, id_prefix: str) -> Iterator[Item]:
+    """A JSON array of objects (the stream fields) or strings (texts, id ``<id_prefix><index>``)."""
+    text = _decode(data[3:] if data.startswith(_BOM) else data)
+    if isinstance(text, BadLine):
+        yield BadLine(1, text.reason.replace(" of the line", ""), "the array")
+        return
+    try:
+        arr = json.loads(text)
+    except ValueError as exc:
+        yield BadLine(getattr(exc, "lineno", 1), f"invalid JSON: {exc}")
+        return
+    if not isinstance(arr, list):
+        yield BadLine(1, f"a JSON {_json_type(arr)}, not an array (--format json-array)")
+        return
+    for i, obj in enumerate(arr, start=1):
+        if isinstance(obj, str):
+            if obj.strip():
+                yield {"id": f"{id_prefix}{i}", "text": obj}
+        else:
+            yield object_fields(obj, i, f"item {i}")
+
+
+def directory_items(root: Path, max_bytes: int) -> Iterator[Item]:
+    """One document per regular file under ``root`` (recursively, sorted, hidden ones skipped): id = its
+    path relative to ``root``, text = its content. Files larger than ``max_bytes`` or not UTF-8 are bad."""
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts) or not path.is_file():
+            continue
+        name = rel.as_posix()
+        size = path.stat().st_size
+        if size > max_bytes:
+            yield BadLine(0, f"{size:,} bytes, more than max_doc_bytes = {max_bytes:,}", name)
+            continue
+        text = _decode(path.read_bytes().removeprefix(_BOM))
+        if isinstance(text, BadLine):
+            yield BadLine(0, text.reason.replace(" of the line", ""), name)
+        elif text.strip():
+            yield {"id": name, "text": text}
+
+
+def read_lines(stream: BinaryIO, idle_s: float | None = None) -> Iterator[bytes | None]:
+    """The lines of ``stream`` as they arrive (line breaks removed), read in chunks of what is available;
+    with ``idle_s``, None each time nothing arrived for that long (pipes and terminals; a regular file is
+    never idle)."""
+    try:
+        fd: int | None = stream.fileno()
+    except (OSError, ValueError, io.UnsupportedOperation):
+        fd = None  # an in-memory stream (tests): plain reads
+    if fd is not None and os.path.isfile(f"/proc/self/fd/{fd}"):
+        idle_s = None
+    pending: list[bytes] = []
+    while True:
+        if idle_s is not None and fd is not None and not select.select([fd], [], [], idle_s)[0]:
+            yield None
+            continue
+        data = os.read(fd, _CHUNK) if fd is not None else stream.read(_CHUNK)
+        if not data:
+            break
+        if b"\n" not in data:
+            pending.append(data)
+            continue
+        lines = data.split(b"\n")
+        if pending:
+            lines[0] = b"".join(pending) + lines[0]
+            pending = []
+        tail = lines.pop()
+        if tail:
+            pending.append(tail)
+        yield from lines
+    if pending:
+        yield b"".join(pending)
+
+
+@dataclass(frozen=True, slots=True)
+class Detected:
+    """What ``--format auto`` chose, and the warning to print when the choice was a guess."""
+
+    fmt: str
+    warning: str | None = None
+
+
+def detect_format(first_line: bytes, name: str) -> Detected:
+    """``--format auto`` from the input's first non-blank line: a JSON array opening, a CSV-looking
+    header (pushed as text, with a warning), else lines each read as JSONL or text."""
+    line = first_line.removeprefix(_BOM)
+    if _ARRAY_START.match(line):
+        return Detected(
+            "json-array",
+            f"{name} starts with '[': reading it as one JSON array of documents (--format json-array); "
+            "use --format text to push its lines as text",
+        )
+    try:
+        text = line.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        return Detected("auto")
+    if _CSV_HEADER.match(text):
+        return Detected(
+            "auto",
+            f"the first line of {name} looks like a CSV header ({text[:60]!r}); dedupd does not read CSV: "
+            "every line, this one too, is pushed as a plain-text document (convert CSV to JSONL, or drop "
+            "the header; --format text silences this)",
+        )
+    return Detected("auto")
+
+
+def read_items(
+    stream: BinaryIO,
+    fmt: str,
+    id_prefix: str,
+    name: str,
+    *,
+    idle_s: float | None = None,
+    warn: Callable[[str], None] | None = None,
+    on_bytes: Callable[[int], None] | None = None,
+) -> Iterator[Item | None]:
+    """The documents of ``stream`` as they arrive, in format ``fmt`` (``auto``, ``jsonl``, ``text`` or
+    ``json-array``); None whenever the input paused for ``idle_s`` (time to send what is buffered).
+
+    Args:
+        stream: binary input.
+        fmt: the format; ``auto`` decides from the first non-blank line (:func:`detect_format`) and calls
+            ``warn`` when that was a guess.
+        id_prefix: plain-text documents get the id ``<id_prefix><line number>`` (array strings: the index).
+        name: the input's name in warnings.
+        idle_s: see above (pipes and terminals only).
+        warn: called with each warning.
+        on_bytes: called with the number of bytes of each line consumed (for a progress bar).
+    """
+    lines: Iterator[bytes | None] = read_lines(stream, idle_s)
+    if fmt == "auto":
+        head: list[bytes | None] = []
+        for line in lines:
+            head.append(line)
+            if line is not None and line.strip():
+                detected = detect_format(line, name)
+                fmt = detected.fmt
+                if detected.warning and warn is not None:
+                    warn(detected.warning)
+                break
+        lines = itertools.chain(head, lines)
+    if fmt == "json-array":
+        data = b"\n".join(_counted(lines, on_bytes))
+        yield from array_items(data, id_prefix)
+        return
+    no = 0
+    for line in lines:
+        if line is None:
+            yield None
+            continue
+        no += 1
+        if on_bytes is not None:
+            on_bytes(len(line) + 1)
+        item = parse_line(line, no, fmt, id_prefix)
+        if item is not None:
+            yield item
+
+
+def _counted(lines: Iterable[bytes | None], on_bytes: Callable[[int], None] | None) -> Iterator[bytes]:
+    for line in lines:
+        if line is not None:
+            if on_bytes is not None:
+                on_bytes(len(line) + 1)
+            yield line
+
+
+class Producer:
+    """XADD of field maps to the input stream, ``chunk`` entries per script call (``lua.XADD_MANY``).
+
+    One call per chunk instead of one pipelined XADD per entry: redis-py spends ~10 us of Python per
+    command packing it and parsing its reply, more than the entry costs anywhere else.
+    """
+
+    def __init__(self, client: RedisClient, keys: Keys, chunk: int = 500) -> None:
+        self.client = client
+        self.keys = keys
+        self.chunk = chunk
+        from dedupd.index.lua import (
+            XADD_MANY,  # here: the scripts (and numpy) cost a command that never pushes
+        )
+
+        self._script = client.register_script(XADD_MANY)
+        self._args: list[str] = []
+        self._queued = 0
+        self.pushed = 0
+        self.sending = False
+        self.flushed_at = time.monotonic()
+
+    @property
+    def queued(self) -> int:
+        """Entries added but not sent yet."""
+        return self._queued
+
+    def add(self, fields: dict[str, str]) -> None:
+        args = self._args
+        args.append(str(len(fields)))
+        for kv in fields.items():
+            args += kv
+        self._queued += 1
+        if self._queued >= self.chunk:
+            self.flush()
+
+    def flush_due(self, interval_s: float = FLUSH_S) -> bool:
+        """Send what is queued when the last send is ``interval_s`` old; whether it sent."""
+        if self._queued and time.monotonic() - self.flushed_at >= interval_s:
+            self.flush()
+            return True
+        return False
+
+    def flush(self) -> None:
+        if self._queued:
+            self.sending = True  # still True if the call is cut off (Ctrl-C): it may or may not have arrived
+            self._script(keys=[self.keys.docs], args=self._args)
+            self.sending = False
+            self.pushed += self._queued
+            self._args = []
+            self._queued = 0
+        self.flushed_at = time.monotonic()

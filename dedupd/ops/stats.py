@@ -1,0 +1,365 @@
+"""What `dedupd stats` reports: index size, memory, stream lag, pending entries, daemons, outputs, throughput.
+
+Every figure is read with a few cheap commands (HLEN, XLEN, XINFO, INFO memory, the heartbeat keys, the
+counters hash); nothing is scanned except the heartbeat keys. Missing keys (an empty Redis, no consumer
+group yet) read as zeros.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import redis
+
+from dedupd.daemon.monitor import group_state, live_consumers
+from dedupd.index.generations import Generations
+from dedupd.index.keys import GROUP, Keys
+
+COUNTERS = ("processed", "alerts", "dead")
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerStats:
+    """One consumer of the group, as XINFO CONSUMERS sees it."""
+
+    name: str
+    pending: int
+    idle_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonStats:
+    """One live daemon, from its heartbeat (totals since it started)."""
+
+    name: str
+    pid: int | None
+    processed: int
+    alerts: int
+    dead: int
+    batches: int
+    heartbeat_age_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """A snapshot of one prefix's state."""
+
+    prefix: str
+    documents: int
+    spec: dict[str, Any] | None
+    used_memory: int | None  # bytes, the whole Redis server (every prefix, every database)
+    memory_per_document: float | None  # (used_memory - the server's memory at startup) / documents
+    stream: str
+    stream_length: int
+    group: bool  # whether the consumer group exists yet
+    lag: int | None  # entries not yet delivered to any consumer (None: Redis cannot tell)
+    pending: int  # delivered, not yet acknowledged
+    consumers: list[ConsumerStats] = field(default_factory=list)
+    daemons: list[DaemonStats] = field(default_factory=list)
+    alerts_length: int = 0
+    dead_length: int = 0
+    totals: dict[str, int] = field(default_factory=dict)
+    throughput: dict[str, float] | None = None  # per second over ``interval_s``
+    interval_s: float = 0.0
+    rebuild: dict[str, Any] | None = None  # an unfinished rebuild: its target, and who runs it (if anyone)
+    stale: list[str] = field(default_factory=list)  # consumers of stopped daemons (see stale_consumers)
+    stale_idle_ms: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _s(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def read_counters(client: Any, keys: Keys) -> dict[str, int]:
+    """The running totals (``processed``, ``alerts``, ``dead``) kept by the daemons; 0 when absent."""
+    raw = {_s(k): int(v) for k, v in client.hgetall(keys.counters).items()}
+    return {name: raw.get(name, 0) for name in COUNTERS}
+
+
+def used_memory(client: Any) -> tuple[int, int] | None:
+    """``used_memory`` and ``used_memory_startup`` from INFO memory (summed over the nodes of a cluster)."""
+    try:
+        info = client.info("memory")
+    except redis.ResponseError:
+        return None
+    nodes = [info] if "used_memory" in info else [v for v in info.values() if isinstance(v, dict)]
+    nodes = [n for n in nodes if "used_memory" in n]
+    if not nodes:
+        return None
+    used = sum(int(n["used_memory"]) for n in nodes)
+    return used, sum(int(n.get("used_memory_startup", 0)) for n in nodes)
+
+
+def consumers(client: Any, keys: Keys) -> list[ConsumerStats]:
+    """Every consumer of the group with its pending count and idle time; [] without a group."""
+    try:
+        rows = client.xinfo_consumers(keys.docs, GROUP)
+    except redis.ResponseError:
+        return []
+    out = [ConsumerStats(_s(c["name"]), int(c["pending"]), int(c["idle"])) for c in rows]
+    return sorted(out, key=lambda c: c.name)
+
+
+def stale_consumers(group: list[ConsumerStats], live: set[str], idle_ms: int) -> list[str]:
+    """The consumers left by stopped daemons: idle longer than ``idle_ms``, nothing pending, no heartbeat.
+
+    >>> stale_consumers([ConsumerStats("a", 0, 900), ConsumerStats("b", 2, 900)], set(), 500)
+    ['a']
+    """
+    return [c.name for c in group if c.idle_ms > idle_ms and c.pending == 0 and c.name not in live]
+
+
+def daemons(client: Any, keys: Keys) -> list[DaemonStats]:
+    """The daemons whose heartbeat key is alive."""
+    now = time.time()
+    out = []
+    for name, beat in live_consumers(client, keys).items():
+        out.append(
+            DaemonStats(
+                name=name,
+                pid=beat.pid or None,
+                processed=beat.processed,
+                alerts=beat.alerts,
+                dead=beat.dead,
+                batches=beat.batches,
+                heartbeat_age_s=max(0.0, now - beat.time),
+            )
+        )
+    return sorted(out, key=lambda d: d.name)
+
+
+def stored_spec(client: Any, keys: Keys) -> dict[str, Any] | None:
+    """The parameters the index was built with, or None before the first daemon starts."""
+    state = Generations(client, keys).read()
+    return asdict(state.spec) if state is not None else None
+
+
+def rebuild_state(client: Any, keys: Keys) -> dict[str, Any] | None:
+    """An unfinished rebuild (generation, mode, changes, the running process if its lease lives), or None."""
+    gens = Generations(client, keys)
+    state = gens.read()
+    if state is None or state.next_spec is None:
+        return None
+    changes = {name: [old, new] for name, old, new in state.spec.differences(state.next_spec)}
+    return {
+        "from_gen": state.gen,
+        "to_gen": state.next_gen,
+        "mode": state.next_mode,
+        "changes": changes,
+        "running": gens.lease_owner(),
+    }
+
+
+def collect(
+    client: Any,
+    keys: Keys,
+    interval: float = 0.0,
+    sleep: Callable[[float], None] = time.sleep,
+    stale_idle_ms: int = 300_000,
+) -> Stats:
+    """Read a snapshot; with ``interval`` > 0, also the counters' rate over that many seconds.
+
+    Args:
+        client: a Redis client (bytes responses).
+        keys: the key names of the prefix.
+        interval: seconds between the two samples of the counters (0: no throughput).
+        sleep: how to wait (tests pass a fake).
+        stale_idle_ms: a consumer idle longer than this, with nothing pending and no heartbeat, is stale.
+
+    Returns:
+        The snapshot; figures of keys that do not exist yet are zeros.
+    """
+    started = time.monotonic()
+    first = read_counters(client, keys) if interval > 0 else None
+    state = group_state(client, keys)
+    memory = used_memory(client)
+    documents = int(client.hlen(keys.id_forward))
+    pipe = client.pipeline(transaction=False)
+    for stream in (keys.docs, keys.alerts, keys.dead):
+        pipe.xlen(stream)
+    docs_len, alerts_len, dead_len = (int(x) for x in pipe.execute())
+    spec = stored_spec(client, keys)
+    rebuild = rebuild_state(client, keys)
+    group_consumers = consumers(client, keys)
+    live = daemons(client, keys)
+    throughput = None
+    totals = read_counters(client, keys)
+    if first is not None:
+        remaining = interval - (time.monotonic() - started)
+        if remaining > 0:
+            sleep(remaining)
+        elapsed = max(time.monotonic() - started, 1e-9)
+        totals = read_counters(client, keys)
+        throughput = {name: (totals[name] - first[name]) / elapsed for name in COUNTERS}
+        interval = elapsed
+    return Stats(
+        prefix=keys.prefix,
+        documents=documents,
+        spec=spec,
+        rebuild=rebuild,
+        used_memory=memory[0] if memory is not None else None,
+        memory_per_document=(
+            max(0, memory[0] - memory[1]) / documents if memory is not None and documents else None
+        ),
+        stream=keys.docs,
+        stream_length=docs_len,
+        group=state is not None,
+        lag=(state["lag"] if state is not None else docs_len),
+        pending=(state["pending"] if state is not None else 0),
+        consumers=group_consumers,
+        daemons=live,
+        alerts_length=alerts_len,
+        dead_length=dead_len,
+        totals=totals,
+        throughput=throughput,
+        interval_s=round(interval, 3) if throughput is not None else 0.0,
+        stale=stale_consumers(group_consumers, {d.name for d in live}, stale_idle_ms),
+        stale_idle_ms=stale_idle_ms,
+    )
+
+
+def human_bytes(n: float | None) -> str:
+    """1536 -> '1.5 KiB'."""
+    if n is None:
+        return "n/a"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def _table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> list[str]:
+    """Columns aligned: text left, numbers right."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    numeric = [
+        all(r[i].replace(".", "").replace(",", "").isdigit() for r in rows) for i in range(len(headers))
+    ]
+
+    def line(cells: list[str]) -> str:
+        return (
+            indent
+            + "  ".join(
+                c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric, strict=True)
+            ).rstrip()
+        )
+
+    return [line(headers), *(line(r) for r in rows)]
+
+
+def render(stats: Stats) -> str:
+    """The aligned human-readable report."""
+    spec = stats.spec
+    if spec is None:
+        spec_text = "none yet (no daemon has opened the index)"
+    else:
+        extra = "".join(
+            f", {k} {spec[k]}"
+            for k in sorted(spec)
+            if k not in ("shingle", "num_perm", "minhash", "bands", "rows", "seed", "scheme")
+        )
+        spec_text = (
+            f"{spec['bands']} bands x {spec['rows']} rows, shingle {spec['shingle']}, num_perm "
+            f"{spec['num_perm']} ({spec.get('minhash', '?')}), seed {spec['seed']}{extra}, "
+            f"scheme {spec.get('scheme', '?')}"
+        )
+    lag = "unknown" if stats.lag is None else f"{stats.lag:,}"
+    group = (
+        f"lag {lag}, pending {stats.pending:,}, {len(stats.consumers)} consumer(s)"
+        if stats.group
+        else "no consumer group yet (no daemon has started)"
+    )
+    t = stats.totals
+    pairs = [
+        ("documents indexed", f"{stats.documents:,}"),
+        ("index", spec_text),
+        *([("rebuild", _rebuild_text(stats.rebuild))] if stats.rebuild else []),
+        ("Redis memory", f"{human_bytes(stats.used_memory)} (whole server)"),
+        (
+            "memory per document",
+            "n/a (no documents)"
+            if stats.memory_per_document is None
+            else f"{human_bytes(stats.memory_per_document)} (above the server's startup memory)",
+        ),
+        ("input stream", f"{stats.stream}: {stats.stream_length:,} entries; {group}"),
+        ("alerts stream", f"{stats.alerts_length:,} entries"),
+        ("dead letters", f"{stats.dead_length:,} entries"),
+        (
+            "totals",
+            (
+                f"{t.get('processed', 0):,} processed, {t.get('alerts', 0):,} alerts, "
+                f"{t.get('dead', 0):,} dead-lettered"
+            ),
+        ),
+    ]
+    if stats.throughput is not None:
+        rate = stats.throughput
+        pairs.append(
+            (
+                "throughput",
+                (
+                    f"{rate['processed']:,.1f} docs/s, {rate['alerts']:,.1f} alerts/s, "
+                    f"{rate['dead']:,.1f} dead/s (over {stats.interval_s:.1f}s)"
+                ),
+            )
+        )
+    width = max(len(k) for k, _ in pairs)
+    lines = [f"dedupd stats (prefix {stats.prefix!r})"] + [f"  {k.ljust(width)}  {v}" for k, v in pairs]
+    lines.append("")
+    if stats.consumers:
+        lines.append("consumers in the group:")
+        lines += _table(
+            ["consumer", "pending", "idle s"],
+            [[c.name, f"{c.pending}", f"{c.idle_ms / 1000:.1f}"] for c in stats.consumers],
+        )
+    else:
+        lines.append("consumers in the group: none")
+    if stats.stale:
+        lines.append(
+            f"stale consumers (idle over {stats.stale_idle_ms / 1000:.0f}s, nothing pending, no heartbeat: "
+            f"left by stopped daemons): {', '.join(stats.stale)}; remove each with "
+            f"`redis-cli XGROUP DELCONSUMER {stats.stream} {GROUP} <name>`"
+        )
+    lines.append("")
+    if stats.daemons:
+        lines.append("live daemons (heartbeats; totals since each started):")
+        lines += _table(
+            ["daemon", "pid", "processed", "alerts", "dead", "batches", "beat s ago"],
+            [
+                [
+                    d.name,
+                    str(d.pid or "?"),
+                    str(d.processed),
+                    str(d.alerts),
+                    str(d.dead),
+                    str(d.batches),
+                    f"{d.heartbeat_age_s:.1f}",
+                ]
+                for d in stats.daemons
+            ],
+        )
+    else:
+        lines.append("live daemons: none heartbeating")
+    return "\n".join(lines)
+
+
+def _rebuild_text(rebuild: dict[str, Any]) -> str:
+    changes = ", ".join(f"{k} {old} -> {new}" for k, (old, new) in rebuild["changes"].items())
+    head = f"generation {rebuild['from_gen']} -> {rebuild['to_gen']} ({rebuild['mode']}: {changes})"
+    if rebuild["running"]:
+        return f"{head}, running in {rebuild['running']}"
+    flags = " ".join(
+        f"--{k.replace('_', '-')} {new}"
+        for k, (_, new) in rebuild["changes"].items()
+        if k in ("shingle", "num_perm", "seed", "minhash", "bands", "rows", "threshold", "verify")
+    )
+    return (
+        f"{head}, unfinished and not running: resume with `dedupd rebuild {flags}` (the same flags as "
+        "before), or run `dedupd rebuild --abort`"
+    )

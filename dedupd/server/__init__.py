@@ -1,0 +1,1 @@
+"""The Redis server connection: URLs, clients, the embedded Redis."""
