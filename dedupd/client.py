@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from dedupd.daemon.entries import REPLY_TO_RE, Op
 from dedupd.errors import ConfigError
-from dedupd.index.gateway import Gateway
+from dedupd.index.gateway import RedisGateway
 from dedupd.index.generations import Generations
 from dedupd.index.keys import Keys
 from dedupd.index.matching import verify_reads
@@ -46,7 +46,7 @@ class Client:
         self.settings = settings
         self.keys = Keys(settings.prefix)
         self._generations = Generations(redis, self.keys)
-        self._gateway: Gateway | None = None
+        self._gateway: RedisGateway | None = None
 
     # ----- connecting -----
     @classmethod
@@ -219,7 +219,9 @@ class Client:
         """
         gw = self._serving()
         spec = gw.spec if gw is not None else self.settings.index_spec()
-        fpr = gw.fingerprinter if gw is not None else Gateway(self.redis, self.keys, spec, 0).fingerprinter
+        fpr = (
+            gw.fingerprinter if gw is not None else RedisGateway(self.redis, self.keys, spec, 0).fingerprinter
+        )
         return np.asarray(fpr.compute([text])[0].signature, dtype=np.uint32)
 
     def index_spec(self) -> IndexSpec | None:
@@ -232,13 +234,13 @@ class Client:
         state = self._generations.read()
         return state.spec if state is not None else None
 
-    def _serving(self) -> Gateway | None:
+    def _serving(self) -> RedisGateway | None:
         """The serving generation's gateway (followed across rebuilds), or None when there is no index."""
         poll = self._generations.poll()
         if poll.spec is None:
             return None
         if self._gateway is None or (self._gateway.generation, self._gateway.spec) != (poll.gen, poll.spec):
-            self._gateway = Gateway(
+            self._gateway = RedisGateway(
                 self.redis, self.keys, poll.spec, poll.gen, serving=False, bounds=self.settings.bounds()
             )
         return self._gateway

@@ -82,7 +82,7 @@ from dedupd.daemon.entries import (
     UNKNOWN_OP,
 )
 from dedupd.daemon.monitor import group_state
-from dedupd.index.gateway import Gateway
+from dedupd.index.gateway import RedisGateway
 from dedupd.index.keys import Keys
 from dedupd.settings import Settings, load_settings
 
@@ -869,7 +869,7 @@ class Soak:
     def indexed(self, client: redis.Redis, ids: list[str]) -> dict[str, str]:
         """Document id -> the input entry id its stored record was written by, for those indexed."""
         settings = load_settings(redis_url=self.url)
-        index = Gateway.open(client, self.keys, settings.index_spec())
+        index = RedisGateway.open(client, self.keys, settings.index_spec())
         out: dict[str, str] = {}
         for start in range(0, len(ids), 5000):
             part = ids[start : start + 5000]

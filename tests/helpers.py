@@ -116,10 +116,10 @@ def handle_at_once(jobs: list[tuple[Daemon, list[Any]]]) -> None:
         real = daemon.gateway.apply
         first = [True]
 
-        def synced(writes, before=None, _real=real, _first=first):  # type: ignore[no-untyped-def]
+        def synced(prepared, _real=real, _first=first):  # type: ignore[no-untyped-def]
             if _first and _first.pop():
                 barrier.wait(timeout=10)
-            return _real(writes, before)
+            return _real(prepared)
 
         daemon.gateway.apply = synced  # type: ignore[method-assign]
     threads = [threading.Thread(target=d.handle, args=(b, None)) for d, b in jobs]

@@ -17,7 +17,7 @@ from typing import Any
 import redis
 from helpers import alerts, text, variant
 
-from dedupd.index.gateway import Gateway
+from dedupd.index.gateway import RedisGateway
 from dedupd.index.keys import Keys
 from dedupd.settings import load_settings
 
@@ -122,7 +122,7 @@ def check_indexed_once(r: redis.Redis, url: str, inputs: dict[str, str], prefix:
     assert int(r.get(keys.id_seq) or 0) == len(last_entry)  # no id was assigned twice
     settings = load_settings(redis_url=url, prefix=prefix)
     client = redis.Redis.from_url(url)
-    index = Gateway.open(client, keys, settings.index_spec())
+    index = RedisGateway.open(client, keys, settings.index_spec())
     docs = list(last_entry)
     nums = index.nums_of(docs)
     assert all(n > 0 for n in nums)

@@ -31,5 +31,5 @@ def test_the_modules_with_examples_are_all_found() -> None:
         "dedupd.similarity.bounds",
         "dedupd.similarity.lsh",
         "dedupd.index.record_cache",
-        "dedupd.daemon.processor",
+        "dedupd.daemon.dead_letters",
     } <= set(MODULES)

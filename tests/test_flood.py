@@ -117,7 +117,7 @@ def test_union_is_once_per_distinct_root_and_reports_earlier_clusters(r: redis.R
         return [(n, f"d{n}") for n in nums]
 
     gw.union([(2, m(1)), (4, m(3))])  # clusters {1, 2} and {3, 4}
-    [(root, before)] = gw.union([(9, m(2, 1, 4, 3, 2))])
+    [(root, before)] = gw.union([(9, m(2, 1, 4, 3, 2))]).clusters
     assert root == 1 and before == [1, 1, 3, 3, 1]
     assert gw.roots([1, 2, 3, 4, 9]) == [1, 1, 1, 1, 1]
     r.config_resetstat()
@@ -146,11 +146,11 @@ def test_the_union_reads_the_names_of_the_roots_it_is_expected_to_leave(
     r.hset(Keys().id_forward, mapping={"d7": 7, "d8": 8})
     r.delete(gw.record_key(2))  # Q's record gone
     names = {7: "d7", 8: "d8"}
-    unions = gw.union([(7, [(1, "R")]), (8, [(2, "Q")])], ScriptPipeline(gw.client), names, [1, 2])
-    assert [root for root, _ in unions] == [1, 2]
-    assert names == {7: "d7", 8: "d8", 1: "R", 2: "#2"}
+    unions = gw.union([(7, [(1, "R")]), (8, [(2, "Q")])], ScriptPipeline(gw.client), [1, 2])
+    assert [root for root, _ in unions.clusters] == [1, 2]
+    assert unions.names == {1: "R", 2: "#2"} and names == {7: "d7", 8: "d8"}  # (names is not written to)
     r.config_resetstat()
-    assert gw.cluster_names([1, 2], names) == ["R", "#2"]
+    assert gw.cluster_names([1, 2], {**names, **unions.names}) == ["R", "#2"]
     assert "cmdstat_get" not in r.info("commandstats")  # nothing left to read
     assert gw.cluster_names([1, 2, 7], {7: "d7"}) == ["R", "#2", "d7"]  # not expected: read now
 
@@ -291,7 +291,7 @@ def test_a_copy_finds_its_original_behind_nearer_copies_of_the_batch(r: redis.Re
     """In one batch: 30 copies edited apart (under the threshold to the last one) make every bucket of the
     original, the original, 30 more such copies, then a light copy of the original. In each band the light
     copy shares, the nearest earlier document of the batch is an edited copy; a document that matched
-    nothing looks further back (Processor._look_further: the syndicated-stories test lost a story this way)."""
+    nothing looks further back (selection.look_further: the syndicated-stories test lost a story this way)."""
     rng = random.Random(21)
     base = text(rng, 60)
 
@@ -349,8 +349,8 @@ def test_a_bucket_takes_two_new_members_a_batch_and_the_others_once_verified(
         daemon = make_daemon(redis_url, threshold=0.99, bands=16, rows=2, batch_size=100)
         real = daemon.gateway.apply
 
-        def spy(writes, before=None, _real=real, _refused=refused):  # type: ignore[no-untyped-def]
-            found, hits = _real(writes, before)
+        def spy(prepared, _real=real, _refused=refused):  # type: ignore[no-untyped-def]
+            found, hits = _real(prepared)
             _refused.append(int(hits.refused.sum()))
             return found, hits
 

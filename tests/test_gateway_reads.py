@@ -41,14 +41,16 @@ def test_records_read_ahead_are_taken_from_the_stash_not_read_again(r: redis.Red
     drain(daemon)
     gw = daemon.gateway
     a, b, c, d, e = gw.nums_of([f"d{i}" for i in range(5)])
-    stash: dict[int, bytes | None] = {}
-    first = gw.load_records([a], [b, c, a], stash)
+    read = gw.read_records([a], [b, c, a], {})
+    first, stash = read.records, dict(read.stored)
     assert list(first) == [a] and first[a] is not None and first[a].doc_id == "d0"
     assert set(stash) == {a, b, c}  # (a read once)
     r.delete(gw.record_key(a), gw.record_key(b))  # changed since: a read is what its exchange saw
-    second = gw.load_records([a, b, d], (e,), stash)
+    read = gw.read_records([a, b, d], (e,), stash)
+    second = read.records
     assert [second[n].doc_id for n in (a, b, d)] == ["d0", "d1", "d3"]  # type: ignore[union-attr]
-    assert set(stash) == {a, b, c, d, e}  # d read now, e ahead with it
+    assert set(read.stored) == {d, e}  # d read now, e ahead with it
+    stash.update(read.stored)
     assert gw.load_records([a, b]) == {a: None, b: None}  # without the stash: read again
-    only = gw.load_records([c], [e + 1], stash)  # all of it in the stash: nothing read, nothing read ahead
-    assert only[c] is not None and only[c].doc_id == "d2" and e + 1 not in stash
+    only = gw.read_records([c], [e + 1], stash)  # all of it in the stash: nothing read, nothing read ahead
+    assert only.records[c] is not None and only.records[c].doc_id == "d2" and only.stored == {}

@@ -11,9 +11,9 @@ import pytest
 import redis
 from helpers import dead, drain, make_daemon, push
 
+from dedupd.daemon.dead_letters import kept_fields
 from dedupd.daemon.entries import CUT_FIELD, DOC_TOO_LARGE, TOO_LARGE, Entry, Op, entry_bytes, parse_entry
 from dedupd.daemon.planner import byte_runs
-from dedupd.daemon.processor import kept_fields
 from dedupd.errors import ConfigError, InputError
 from dedupd.index.keys import GROUP, Keys
 from dedupd.ops.stats import ConsumerStats, collect, render, stale_consumers
@@ -24,7 +24,13 @@ FDFA = "\ufdfa"  # 3 UTF-8 bytes; NFKC: 33 bytes, 4 words
 
 @pytest.mark.parametrize(
     "module",
-    ["dedupd.daemon.entries", "dedupd.daemon.planner", "dedupd.ops.stats", "dedupd.daemon.processor"],
+    [
+        "dedupd.daemon.entries",
+        "dedupd.daemon.planner",
+        "dedupd.ops.stats",
+        "dedupd.daemon.dead_letters",
+        "dedupd.daemon.indexing",
+    ],
 )
 def test_doctests(module: str) -> None:
     failures, tried = doctest.testmod(importlib.import_module(module))

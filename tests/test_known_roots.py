@@ -10,7 +10,7 @@ import random
 import redis
 from helpers import drain, make_daemon, push, text, variant
 
-from dedupd.index.gateway import Gateway
+from dedupd.index.gateway import RedisGateway
 from dedupd.index.keys import Keys
 from dedupd.index.known_roots import KnownRoots
 
@@ -86,7 +86,7 @@ def test_everything_goes_after_max_age_and_beyond_max_entries() -> None:
     assert len(roots) == 0
 
 
-def documents(r: redis.Redis, gw: Gateway, nums: list[int]) -> None:
+def documents(r: redis.Redis, gw: RedisGateway, nums: list[int]) -> None:
     """Documents d<n> with integer ids n, just created (a match whose id no longer maps to it joins nothing)."""
     r.flushall()
     for n in nums:
@@ -94,7 +94,7 @@ def documents(r: redis.Redis, gw: Gateway, nums: list[int]) -> None:
     gw.created(nums)
 
 
-def counting(gw: Gateway) -> list[int]:
+def counting(gw: RedisGateway) -> list[int]:
     """Spy on the gateway's FIND_ROOTS calls: the list gets the number of ids of each call."""
     calls: list[int] = []
     real = gw._roots

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import random
 import threading
-from concurrent.futures import Future
 from typing import Any
 
 import pytest
 import redis
 from helpers import alerts, make_daemon, pending, push, text, variant
 
-from dedupd.daemon.loop import Daemon, InHand
-from dedupd.daemon.processor import BatchResult, Processor, Started
+from dedupd.daemon.batch import BatchResult, Started
+from dedupd.daemon.handoff import Handoff
+from dedupd.daemon.loop import Daemon
+from dedupd.daemon.processor import Processor
 from dedupd.daemon.worker_thread import Worker
-from dedupd.index.gateway import Gateway
+from dedupd.index.gateway import RedisGateway
 from dedupd.index.keys import Keys
 from dedupd.settings import load_settings
 
@@ -205,16 +206,16 @@ def cluster_r_y_then_e(r: redis.Redis, redis_url: str) -> str:
 
 
 def slowed(monkeypatch: pytest.MonkeyPatch, method: str) -> None:
-    """Gateway.<method> sleeps 0.3 s first: the next batch is read and started meanwhile."""
+    """RedisGateway.<method> sleeps 0.3 s first: the next batch is read and started meanwhile."""
     import time
 
-    real = getattr(Gateway, method)
+    real = getattr(RedisGateway, method)
 
-    def slow(self: Gateway, *args: Any) -> Any:
+    def slow(self: RedisGateway, *args: Any) -> Any:
         time.sleep(0.3)
         return real(self, *args)
 
-    monkeypatch.setattr(Gateway, method, slow)
+    monkeypatch.setattr(RedisGateway, method, slow)
 
 
 def test_a_delete_in_the_next_batch_comes_after_the_unions_of_the_batch_in_hand(
@@ -262,11 +263,12 @@ def test_the_next_batch_waits_with_its_bucket_calls_packed_and_nothing_written(
     daemon = make_daemon(redis_url, batch_size=6)
     batch, _ = daemon._next_batch()
     seen: list[tuple[list[int], int, bool]] = []
-    started = daemon.processor.start(
-        batch,
-        None,
-        lambda deletes: seen.append((list(made), len(r.keys(f"{Keys().prefix}:doc:*")), deletes)),
-    )
+
+    class Seen(Handoff):
+        def wait(self, deletes: bool) -> None:
+            seen.append((list(made), len(r.keys(f"{Keys().prefix}:doc:*")), deletes))
+
+    started = daemon.processor.start(batch, None, Seen())
     assert seen == [([6], 0, False)]  # the calls of the six documents made; no record written yet
     assert len(r.keys(f"{Keys().prefix}:doc:*")) == 6
     daemon.processor.finish(started)
@@ -281,18 +283,22 @@ def test_a_batch_that_deletes_waits_for_the_unions_of_the_batch_in_hand_too(
     daemon = make_daemon(redis_url, batch_size=1)
     batch, _ = daemon._next_batch()
     flags: list[bool] = []
-    daemon.processor.finish(daemon.processor.start(batch, None, flags.append))
+
+    class Flags(Handoff):
+        def wait(self, deletes: bool) -> None:
+            flags.append(deletes)
+
+    daemon.processor.finish(daemon.processor.start(batch, None, Flags()))
     batch, _ = daemon._next_batch()
-    daemon.processor.finish(daemon.processor.start(batch, None, flags.append))
+    daemon.processor.finish(daemon.processor.start(batch, None, Flags()))
     assert flags == [False, True]
-    evicted, unioned = threading.Event(), threading.Event()
-    evicted.set()
-    daemon.in_hand = InHand([], frozenset(), Future(), evicted, unioned, 0.0, 0)
-    daemon._wait_in_hand(False)  # the evictions are written: no wait
-    waiter = threading.Thread(target=daemon._wait_in_hand, args=(True,))
+    handoff = Handoff()
+    handoff.evicted.set()
+    handoff.wait(False)  # the evictions are written: no wait
+    waiter = threading.Thread(target=handoff.wait, args=(True,))
     waiter.start()
     waiter.join(0.2)
     assert waiter.is_alive()  # the unions are not
-    unioned.set()
-    waiter.join(5)
+    handoff.unioned.set()
+    waiter.join(30)
     assert not waiter.is_alive()

@@ -316,16 +316,16 @@ def test_concurrent_upserts_of_one_id_converge(r: redis.Redis, redis_url: str, f
         real = d.gateway.apply
         calls = []
 
-        def held(writes, before=None, _real=real, _d=d, _calls=calls):  # type: ignore[no-untyped-def]
+        def held(prepared, _real=real, _d=d, _calls=calls):  # type: ignore[no-untyped-def]
             _calls.append(1)
             if len(_calls) == 1:  # both have read the record before either writes
                 if _d is order[1]:
                     gate.wait(timeout=10)
-                out = _real(writes, before)
+                out = _real(prepared)
                 if _d is order[0]:
                     gate.set()
                 return out
-            return _real(writes, before)
+            return _real(prepared)
 
         d.gateway.apply = held  # type: ignore[method-assign]
     threads = [threading.Thread(target=d.handle, args=(b, None)) for d, b in ((d1, older), (d2, newer))]
@@ -359,7 +359,7 @@ def test_redelivery_after_a_crash_before_the_alert_still_alerts(
     def crash(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise SystemExit("killed before the alert")
 
-    monkeypatch.setattr(x.processor, "_emit_outputs", crash)
+    monkeypatch.setattr("dedupd.daemon.processor.write_outputs", crash)
     with pytest.raises(SystemExit):
         x.processor.process(batch_a)
     monkeypatch.undo()

@@ -177,14 +177,14 @@ def test_a_batch_done_again_after_its_writes_counts_once(r: redis.Redis, redis_u
     Counters are added once the batch's writes are all done."""
     from helpers import alerts, drain, push
 
-    from dedupd.daemon import processor
+    from dedupd.server import connection
 
     docs, _ = pairs_corpus(20, 61, words=40)
     push(r, docs)
     daemon = make_daemon(redis_url, batch_size=50)
-    real, calls = processor.ScriptPipeline.execute, [0]
+    real, calls = connection.ScriptPipeline.execute, [0]
 
-    def then_busy(self: processor.ScriptPipeline) -> list[object]:
+    def then_busy(self: connection.ScriptPipeline) -> list[object]:
         out = real(self)
         calls[0] += 1
         if (
@@ -193,14 +193,14 @@ def test_a_batch_done_again_after_its_writes_counts_once(r: redis.Redis, redis_u
             raise redis.exceptions.BusyLoadingError("BUSY Redis is busy running a script")
         return out
 
-    processor.ScriptPipeline.execute = then_busy  # type: ignore[method-assign]
+    connection.ScriptPipeline.execute = then_busy  # type: ignore[method-assign]
     try:
         with pytest.raises(redis.exceptions.BusyLoadingError):
             drain(daemon)
         daemon._recover_after_error(redis.exceptions.BusyLoadingError("busy"))
         drain(daemon)
     finally:
-        processor.ScriptPipeline.execute = real  # type: ignore[method-assign]
+        connection.ScriptPipeline.execute = real  # type: ignore[method-assign]
     got = alerts(r)
     assert counter(r, "processed") == len(docs)
     assert counter(r, "alerts") == len(got) == len(docs) // 2

@@ -45,14 +45,17 @@ from types import FrameType
 
 import redis
 
+from dedupd.daemon.batch import BatchResult, RawEntry, Started
+from dedupd.daemon.dead_letters import dead_letter
 from dedupd.daemon.entries import PROCESSING_FAILED, entry_bytes
+from dedupd.daemon.handoff import Handoff
 from dedupd.daemon.metrics import Metrics
 from dedupd.daemon.monitor import group_state
-from dedupd.daemon.processor import BatchResult, Processor, RawEntry, Started
+from dedupd.daemon.processor import Processor
 from dedupd.daemon.stream import ConsumerStream, ensure_group
 from dedupd.daemon.worker_thread import Worker
 from dedupd.index.docstate import sid
-from dedupd.index.gateway import Gateway, open_spec
+from dedupd.index.gateway import RedisGateway, open_spec
 from dedupd.index.generations import Generations
 from dedupd.index.keys import GROUP, Heartbeat, Keys
 from dedupd.server.connection import (
@@ -132,8 +135,7 @@ class InHand:
     batch: list[RawEntry]
     docs: frozenset[bytes]
     future: Future[BatchResult]
-    evicted: threading.Event  # set once its evictions are written (or it ended without)
-    unioned: threading.Event  # set once its unions are written too (or it ended without)
+    handoff: Handoff  # set as the next batch may write (daemon/handoff.py)
     started: float
     size: int
 
@@ -181,7 +183,7 @@ class Daemon:
         retry_transient(lambda: ensure_group(self.client, self.keys), settings, 60)
 
     def _serve(self, spec: IndexSpec, gen: int) -> None:
-        self.gateway = Gateway(
+        self.gateway = RedisGateway(
             self.client,
             self.keys,
             spec,
@@ -396,7 +398,7 @@ class Daemon:
         finish and acknowledge; returns what the settled one did."""
         started = time.monotonic()
         try:
-            first = self.processor.start(batch, None, self._wait_in_hand)
+            first = self.processor.start(batch, None, self.in_hand.handoff if self.in_hand else None)
         except Exception as exc:
             self._exit_if_asked()
             if not _not_the_entry(exc):
@@ -406,36 +408,26 @@ class Daemon:
         if not first.single:
             # its later runs are indexed in finish(): in this thread, not beside the next batch
             return self._book(batch, self._finish(first, batch), started)
-        evicted, unioned = threading.Event(), threading.Event()
+        handoff = Handoff()
         processor = self.processor  # the generation the batch started on, whatever comes next
-        job = self._worker.submit(lambda: self._finish_and_ack(processor, first, batch, evicted, unioned))
+        job = self._worker.submit(lambda: self._finish_and_ack(processor, first, batch, handoff))
         docs = frozenset(doc for _, fields in batch if (doc := self.stream.doc_field(fields)))
         held = sum(entry_bytes(f) for _, f in batch)
-        self.in_hand = InHand(batch, docs, job, evicted, unioned, started, held)
+        self.in_hand = InHand(batch, docs, job, handoff, started, held)
         return settled
-
-    def _wait_in_hand(self, deletes: bool) -> None:
-        """Before a batch writes its records and buckets: wait until the batch in hand has written its
-        evictions (the buckets are then read as one batch at a time reads them: a flood's copies read two per
-        cluster), and its unions too when this batch ``deletes`` documents (a delete comes after the unions of
-        the batch before, and a root it deletes has its name read for that batch's alerts first)."""
-        if self.in_hand is not None:
-            (self.in_hand.unioned if deletes else self.in_hand.evicted).wait()
 
     def _finish_and_ack(
         self,
         processor: Processor,
         first: Started,
         batch: list[RawEntry],
-        evicted: threading.Event,
-        unioned: threading.Event,
+        handoff: Handoff,
     ) -> BatchResult:
         """The worker's job: finish the batch and acknowledge it."""
         try:
-            result = processor.finish(first, evicted.set, unioned.set)
+            result = processor.finish(first, handoff)
         finally:
-            evicted.set()
-            unioned.set()
+            handoff.release()
         self._ack(batch, result)
         return result
 
@@ -513,7 +505,8 @@ class Daemon:
                     raise
                 log.exception("entry %s failed", raw[0])
                 if (deliveries or {}).get(raw[0], 1) >= self.settings.max_deliveries:
-                    self.processor.dead_letter([(raw, PROCESSING_FAILED, f"{type(exc).__name__}: {exc}")])
+                    failed = f"{type(exc).__name__}: {exc}"
+                    dead_letter(self.gateway, self.settings, [(raw, PROCESSING_FAILED, failed)])
                     result.ack.append(raw[0])
                     result.dead += 1
                 # else left pending: claimed again after claim_idle_ms

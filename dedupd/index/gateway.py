@@ -17,14 +17,15 @@ serving generation's gateway forgets ids, leaves tombstones and removes deleted 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 from redis.cluster import RedisCluster
 
-from dedupd.index import lua, unionfind
+from dedupd.index import lua, protocol, unionfind
 from dedupd.index.buckets import (
     BucketOps,
     ClusterEncoding,
@@ -39,6 +40,7 @@ from dedupd.index.cluster_records import ClusterRecords
 from dedupd.index.docstate import DocState, sid
 from dedupd.index.keys import Keys, Meta
 from dedupd.index.known_roots import KnownRoots
+from dedupd.index.protocol import NO_IDS, Applied, Emitted, Exchange, Packed, RecordsRead, Unions
 from dedupd.index.record import Record, record_doc_id
 from dedupd.index.record_cache import DecodedRecords
 from dedupd.server.connection import RedisClient, ScriptPipeline, is_cluster
@@ -48,9 +50,8 @@ from dedupd.similarity.hashing import U64Array
 from dedupd.similarity.lsh import column_bands
 from dedupd.similarity.spec import IndexSpec
 
-Emitted = tuple[str, list[Any]]  # (input entry id, field/value list) of one output entry
-Packed = npt.NDArray[np.uint32]  # the ids read from a document's buckets, one per shared band
-NO_IDS: Packed = np.zeros(0, dtype=np.uint32)  # no ids read
+__all__ = ["APPLY_CHUNK", "NO_IDS", "Emitted", "Packed", "PackedWrites", "RedisGateway", "open_spec"]
+
 APPLY_CHUNK = 64  # documents per BUCKETS call (one 256-document script took 30-70 ms; 128 up to 46)
 
 
@@ -130,8 +131,19 @@ def _reads(packed: Sequence[bytes | None], ids: Packed) -> list[Packed | None]:
     ]
 
 
-class Gateway:
-    """Redis operations on one generation of one index (one prefix)."""
+@dataclass(frozen=True, slots=True)
+class PackedWrites:
+    """A batch's writes packed for the server (:meth:`RedisGateway.prepare`): the writes, and on a single
+    Redis the bucket calls in one pipeline not yet sent, with per chunk its size, operations and rows."""
+
+    writes: Sequence[DocWrite]
+    pipe: ScriptPipeline | None
+    spans: list[tuple[int, BucketOps | None, list[npt.NDArray[np.int64]]]]
+
+
+class RedisGateway:
+    """Redis operations on one generation of one index (one prefix): the :class:`~dedupd.index.protocol.Gateway`
+    on Redis."""
 
     def __init__(
         self,
@@ -174,7 +186,7 @@ class Gateway:
         spec: IndexSpec,
         tombstone_ttl_s: int = 7 * 86400,
         bounds: Bounds | None = None,
-    ) -> Gateway:
+    ) -> RedisGateway:
         """The serving generation's gateway (see :func:`open_spec`, which may raise)."""
         spec, gen = open_spec(client, keys, spec)
         return cls(client, keys, spec, gen, tombstone_ttl_s=tombstone_ttl_s, bounds=bounds)
@@ -221,29 +233,32 @@ class Gateway:
             for i, n in enumerate(nums)
         ]
 
-    def load_records(
-        self, nums: Iterable[int], ahead: Sequence[int] = (), stash: dict[int, bytes | None] | None = None
-    ) -> dict[int, Record | None]:
-        """Fetch document records in one pipelined exchange. With ``stash``: the stored bytes this reads
-        are kept in it, with those of the ids ``ahead`` (read in the same exchange, not decoded), and an id
-        found in it is taken from it instead of read again (a record read a moment ago, as one read with
-        the others would be)."""
+    def load_records(self, nums: Iterable[int]) -> dict[int, Record | None]:
+        """Fetch document records in one pipelined exchange."""
+        return self.read_records(nums).records
+
+    def read_records(
+        self, nums: Iterable[int], ahead: Sequence[int] = (), held: Mapping[int, bytes | None] | None = None
+    ) -> RecordsRead:
+        """Fetch document records in one pipelined exchange; an id ``held`` (stored bytes read a moment ago,
+        as one read with the others would be) is taken from it instead of read again, and the ids ``ahead``
+        are read in the same exchange (not decoded) when some record must be read. Returns the records and
+        the stored bytes of every id this exchange read."""
         wanted = list(dict.fromkeys(nums))
         if not wanted:
-            return {}
-        held: dict[int, bytes | None] = {}
+            return RecordsRead({}, {})
+        kept: dict[int, bytes | None] = {}
         extra: list[int] = []
-        if stash is not None:
-            held = {n: stash[n] for n in wanted if n in stash}
-            wanted = [n for n in wanted if n not in held]
+        if held is not None:
+            kept = {n: held[n] for n in wanted if n in held}
+            wanted = [n for n in wanted if n not in kept]
             fetched = set(wanted)
-            extra = [n for n in dict.fromkeys(ahead) if n not in held and n not in fetched]
+            extra = [n for n in dict.fromkeys(ahead) if n not in kept and n not in fetched]
         read = wanted + extra if wanted else []  # (read ahead only with records that must be read)
         blobs = self._stored(read) if read else []
-        if stash is not None:
-            stash.update(zip(read, blobs, strict=True))
-        nums_read = [*held, *wanted]
-        return self._decoded.decode(nums_read, [*held.values(), *blobs[: len(wanted)]], self.fingerprinter)
+        nums_read = [*kept, *wanted]
+        decoded = self._decoded.decode(nums_read, [*kept.values(), *blobs[: len(wanted)]], self.fingerprinter)
+        return RecordsRead(decoded, dict(zip(read, blobs, strict=True)))
 
     def _stored(self, wanted: list[int]) -> list[bytes | None]:
         """The stored records of ``wanted`` (None when missing), in one pipelined exchange."""
@@ -273,43 +288,18 @@ class Gateway:
         return {n: v.decode() if isinstance(v, bytes) else str(v) for n, v in zip(nums, found, strict=True)}
 
     # ----- writing -----
-    def apply(
-        self, writes: Sequence[DocWrite], before: Callable[[], None] | None = None
-    ) -> tuple[list[Packed | None], Hits]:
-        """Apply the writes of a batch: records and buckets of every document, in batch order. ``before`` is
-        called just before the first write is sent (on a single Redis, once the calls are packed: what it
-        waits for does not wait for that too).
+    def exchange(self) -> ScriptPipeline:
+        """A new, empty exchange: one pipelined round trip."""
+        return ScriptPipeline(self.client)
 
-        On a single Redis this is one script call, atomic: a document whose record changed since it was
-        read (another consumer got there first) is left untouched. On a Redis Cluster the records are
-        checked and written first (one script per record), then the buckets of the documents that passed,
-        then the records are settled (cluster_records.py: a retry leaves the buckets a write left behind).
+    def prepare(self, writes: Sequence[DocWrite]) -> PackedWrites:
+        """Pack the writes of a batch (nothing is sent): on a single Redis, the bucket calls with their record
+        checks, in chunks of APPLY_CHUNK documents, in one pipeline; on a Redis Cluster the records are checked
+        first when applied, so nothing is packed before."""
+        return PackedWrites(writes, None, []) if self.cluster else self._pack(writes)
 
-        Returns:
-            For each write, the integer ids found in the buckets it joined (one per shared bucket, possibly
-            itself: see bounds.ranked_flat), or None when its record had changed (process that entry again);
-            and the buckets the writes joined that were there already (their writes' indices into ``writes``).
-        """
-        if not isinstance(self.encoding, ClusterEncoding):
-            return self._write_buckets(writes, before)
-        if before is not None:
-            before()
-        left = self.records.check(writes)
-        sent, at = self.records.with_leftovers(writes, left)
-        found, hits = self._write_buckets(sent)
-        out = [found[i] if rows is not None else None for i, rows in zip(at, left, strict=True)]
-        self.records.settle(writes, left, [f is not None for f in out])
-        of_sent = np.full(len(sent), -1, dtype=np.int64)
-        of_sent[at] = np.arange(len(at))
-        write = of_sent[hits.write]  # a leave-only write of leftovers joins nothing: no hit is one
-        return out, Hits(hits.names, hits.key, hits.field, write, hits.refused)
-
-    def _write_buckets(
-        self, writes: Sequence[DocWrite], before: Callable[[], None] | None = None
-    ) -> tuple[list[Packed | None], Hits]:
-        """The bucket calls of the writes (with their record checks on a single Redis), in chunks of
-        APPLY_CHUNK documents, in one pipelined exchange (sent after ``before()``); per write what it read,
-        None when its record had changed; and the buckets joined that were there already."""
+    def _pack(self, writes: Sequence[DocWrite]) -> PackedWrites:
+        """The bucket calls of ``writes`` (with their record checks on a single Redis) in one pipeline."""
         full = self.bounds.bucket_members
         # a serving bucket takes FRESH_PER_CALL new members a call, the others once the batch is verified
         # (lua.EVICT); a generation being built (no EVICT) takes every member up to ``full``
@@ -330,13 +320,45 @@ class Gateway:
             for keys, args, _ in calls:
                 pipe.script(self._buckets, keys, args)
             spans.append((len(part), ops, [rows for _, _, rows in calls]))
-        if before is not None:
-            before()
+        return PackedWrites(writes, pipe, spans)
+
+    def apply(self, prepared: protocol.Prepared) -> Applied:
+        """Send prepared writes: records and buckets of every document, in batch order.
+
+        On a single Redis this is one script call per chunk, atomic: a document whose record changed since it
+        was read (another consumer got there first) is left untouched. On a Redis Cluster the records are
+        checked and written first (one script per record), then the buckets of the documents that passed,
+        then the records are settled (cluster_records.py: a retry leaves the buckets a write left behind).
+
+        Returns:
+            For each write, the integer ids found in the buckets it joined (one per shared bucket, possibly
+            itself: see bounds.ranked_flat), or None when its record had changed (process that entry again);
+            and the buckets the writes joined that were there already (their writes' indices into the writes).
+        """
+        packed = cast(PackedWrites, prepared)
+        if packed.pipe is not None:
+            return self._bucket_replies(packed)
+        writes = packed.writes
+        left = self.records.check(writes)
+        sent, at = self.records.with_leftovers(writes, left)
+        found, hits = self._bucket_replies(self._pack(sent))
+        out = [found[i] if rows is not None else None for i, rows in zip(at, left, strict=True)]
+        self.records.settle(writes, left, [f is not None for f in out])
+        of_sent = np.full(len(sent), -1, dtype=np.int64)
+        of_sent[at] = np.arange(len(at))
+        write = of_sent[hits.write]  # a leave-only write of leftovers joins nothing: no hit is one
+        return out, Hits(hits.names, hits.key, hits.field, write, hits.refused)
+
+    def _bucket_replies(self, prepared: PackedWrites) -> Applied:
+        """Send the packed bucket calls; per write what it read, None when its record had changed; and the
+        buckets joined that were there already."""
+        assert prepared.pipe is not None
+        writes, pipe = prepared.writes, prepared.pipe
         replies = iter(pipe.execute() if len(pipe) else [])
         found: list[Packed | None] = []
         hits: list[Hits] = []
         at = 0
-        for size, ops, call_rows in spans:
+        for size, ops, call_rows in prepared.spans:
             groups = [next(replies) for _ in call_rows]
             chunk: list[bytes | None] = []
             for j in range(size):
@@ -350,7 +372,7 @@ class Gateway:
             at += size
         return found, Hits.join(hits)
 
-    def evict(self, pipe: ScriptPipeline, ev: Evictions) -> None:
+    def evict(self, exchange: Exchange, ev: Evictions) -> None:
         """Queue lua.EVICT for the rows of ``ev`` (one call, or one per slot on a Redis Cluster)."""
         if not ev.key.size:
             return
@@ -370,7 +392,7 @@ class Gateway:
                 str(self.bounds.bucket_members),
                 *(ev.members[c] for c in clusters.tolist()),
             ]
-            pipe.script(self._evict, [ev.names[u] for u in used.tolist()], args)
+            cast(ScriptPipeline, exchange).script(self._evict, [ev.names[u] for u in used.tolist()], args)
 
     def forget(self, deleted: Sequence[tuple[str, int, str]]) -> None:
         """Deleted documents (doc id, integer id or 0, the delete's entry id): forget their ids, remove their
@@ -416,9 +438,7 @@ class Gateway:
             return []
         if fresh:
             return self._find_roots(nums)
-        known = self._known
-        known.expire()
-        seen = [known.get(n) for n in nums]
+        seen = self._known.lookup(nums)
         if None not in seen:
             return cast(list[int], seen)
         missing = list(dict.fromkeys(n for n, r in zip(nums, seen, strict=True) if r is None))
@@ -442,7 +462,7 @@ class Gateway:
         self._known.clear()
 
     def reply(
-        self, pipe: ScriptPipeline, name: str, maxlen: int, ttl_s: int, entries: Sequence[Emitted]
+        self, exchange: Exchange, name: str, maxlen: int, ttl_s: int, entries: Sequence[Emitted]
     ) -> None:
         """Queue the verdicts of one reply stream: once per query entry, bounded, expiring when idle."""
         if not entries:
@@ -451,11 +471,11 @@ class Gateway:
         args: list[Any] = [int(time.time() * 1000), maxlen, ttl_s * 1000]
         for marker, pairs in entries:
             args += [marker, len(pairs) // 2, *pairs]
-        pipe.script(self._reply, [stream, self.keys.seen(stream)], args)
+        cast(ScriptPipeline, exchange).script(self._reply, [stream, self.keys.seen(stream)], args)
 
     # ----- outputs -----
     def emit(
-        self, pipe: ScriptPipeline, stream: str, retention: int, ttl_s: int, entries: Sequence[Emitted]
+        self, exchange: Exchange, stream: str, retention: int, ttl_s: int, entries: Sequence[Emitted]
     ) -> None:
         """Queue one call appending each (input entry id, field/value list) to ``stream`` once per entry id."""
         if not entries:
@@ -463,24 +483,22 @@ class Gateway:
         args: list[Any] = [int(time.time() * 1000), retention, ttl_s * 1000]
         for marker, pairs in entries:
             args += [marker, len(pairs) // 2, *pairs]
-        pipe.script(self._emit, [stream, self.keys.seen(stream)], args)
+        cast(ScriptPipeline, exchange).script(self._emit, [stream, self.keys.seen(stream)], args)
 
     def union(
         self,
         groups: Sequence[tuple[int, Sequence[tuple[int, str]]]],
-        pipe: ScriptPipeline | None = None,
-        names: dict[int, str] | None = None,
-        expected: Iterable[int] = (),
-    ) -> list[tuple[int, list[int]]]:
+        exchange: Exchange | None = None,
+        unnamed: Iterable[int] = (),
+    ) -> Unions:
         """Union each document with its matches, (integer id, document id) each (union-find in Redis, one
         union per distinct cluster root; a match deleted meanwhile and gone from the union-find joins nothing).
-        With ``pipe``, after what it holds, in the same exchange; with ``names`` (integer id -> document id),
-        the names of the roots the unions are ``expected`` to leave are read in it too (before the unions),
-        for :meth:`cluster_names`.
+        With ``exchange``, after what it holds, in the same round trip; the records of the ``unnamed`` roots
+        are read in it too (before the unions) for their names (:meth:`cluster_names`).
 
         Returns:
             Per group, the root of the document's cluster after it, and the root each match had before
-            (before the document joined: its earlier cluster).
+            (before the document joined: its earlier cluster); the names read.
         """
         args: list[int | str] = []
         for num, matches in groups:
@@ -488,18 +506,19 @@ class Gateway:
             for match in matches:
                 args += match
         keys = [*self._uf, self.keys.id_forward]
-        if pipe is None:
+        names: dict[int, str] = {}
+        if exchange is None:
             reply: list[Any] = self._union(keys=keys, args=args)
         else:
-            wanted = [n for n in dict.fromkeys(expected) if names is not None and n not in names]
+            pipe = cast(ScriptPipeline, exchange)
+            wanted = list(dict.fromkeys(unnamed))
             first = len(pipe)
             for n in wanted:
                 pipe.get(self.record_key(n))
             pipe.script(self._union, keys, args)
             replies = pipe.execute()
             reply = replies[-1]
-            if names is not None:
-                names.update(zip(wanted, map(_cluster_name, wanted, replies[first:-1]), strict=True))
+            names = dict(zip(wanted, map(_cluster_name, wanted, replies[first:-1]), strict=True))
         out: list[tuple[int, list[int]]] = []
         done: list[tuple[int, int, list[int], int, list[int]]] = []  # what the unions did (known_roots.py)
         at = 0
@@ -510,17 +529,28 @@ class Gateway:
             done.append((num, int(reply[at + 1 + k]), [m for m, _ in matches], root, before))
             at += 2 + k
         self._known.learn_unions(done)
-        return out
+        return Unions(out, names)
 
-    def cluster_names(self, roots: list[int], known: dict[int, str]) -> list[str]:
-        """A cluster is named by its root (oldest) document's id; ``#n`` if that document is gone."""
+    def cluster_names(self, roots: Sequence[int], known: Mapping[int, str]) -> list[str]:
+        """A cluster is named by its root (oldest) document's id (from ``known``, else read); ``#n`` if that
+        document is gone."""
         missing = [n for n in dict.fromkeys(roots) if n not in known]
+        read: dict[int, str] = {}
         if missing:
             pipe = self.client.pipeline(transaction=False)
             for n in missing:
                 pipe.get(self.record_key(n))
-            known.update(zip(missing, map(_cluster_name, missing, pipe.execute()), strict=True))
-        return [known[n] for n in roots]
+            read = dict(zip(missing, map(_cluster_name, missing, pipe.execute()), strict=True))
+        return [known[n] if n in known else read[n] for n in roots]
+
+    def count(self, counts: Mapping[str, int]) -> None:
+        """Add to the index's counters (``keys.counters``), in one round trip; zeros are left out."""
+        if any(counts.values()):
+            pipe = self.client.pipeline(transaction=False)
+            for name, n in counts.items():
+                if n:
+                    pipe.hincrby(self.keys.counters, name, n)
+            pipe.execute()
 
     # ----- key names -----
     def _names(self, band_of: npt.NDArray[np.int64], shard_of: npt.NDArray[np.int64]) -> list[str]:

@@ -19,6 +19,10 @@ is forgotten every ``max_age_s`` seconds, and when ``max_entries`` are kept (bou
 restarted without its data gives the ids out again: the daemon forgets everything after a server error, and
 a created id not above the last ones created here does the same.
 
+Shared by the daemon's two threads (the main thread forgets deleted documents and, after a server error,
+everything; the worker thread learns and looks up while it verifies a batch and writes its unions): every
+method takes the instance's lock.
+
 >>> roots = KnownRoots(clock=lambda: 0.0)
 >>> roots.learn([(9, 4), (4, 4)])
 >>> roots.get(9), roots.get(4), roots.get(5)
@@ -30,6 +34,7 @@ a created id not above the last ones created here does the same.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 
@@ -50,12 +55,25 @@ class KnownRoots:
         self._root: dict[int, int] = {}
         self._since = clock()
         self._last_created = 0  # the largest id created here (ids go up unless the server lost them)
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._root)
+        with self._lock:
+            return len(self._root)
 
     def get(self, num: int) -> int | None:
         """The root ``num`` had when last seen, or None when that is not known."""
+        with self._lock:
+            return self._get(num)
+
+    def lookup(self, nums: Sequence[int]) -> list[int | None]:
+        """:meth:`get` of each of ``nums`` (after :meth:`expire`), under one hold of the lock."""
+        with self._lock:
+            self._expire()
+            get = self._get
+            return [get(n) for n in nums]
+
+    def _get(self, num: int) -> int | None:
         root = self._root
         r = root.get(num)
         while r is not None:
@@ -70,13 +88,17 @@ class KnownRoots:
     def learn(self, pairs: Iterable[tuple[int, int]]) -> None:
         """Keep each (id, root it has now): (r, r) says r is a root; a pair whose root is younger than its id
         (not a root it can have) is left out."""
-        self.expire()
+        with self._lock:
+            self._learn(pairs)
+
+    def _learn(self, pairs: Iterable[tuple[int, int]]) -> None:
+        self._expire()
         root = self._root
         for num, r in pairs:
             if r <= num:
                 root[num] = r
         if len(root) > self.max_entries:
-            self.clear()
+            self._clear()
 
     def learn_unions(self, unions: Iterable[tuple[int, int, Sequence[int], int, Sequence[int]]]) -> None:
         """Keep what unions did, in order (unionfind.UNION_ROOTS, one group each): the document, the root it
@@ -84,7 +106,11 @@ class KnownRoots:
         after now (it is the smallest: unions are by smaller id). A match that was its own root and is not the
         root after merged into it, or was deleted meanwhile and joined nothing (the script says the same of
         both): it is not known any more."""
-        self.expire()
+        with self._lock:
+            self._learn_unions(unions)
+
+    def _learn_unions(self, unions: Iterable[tuple[int, int, Sequence[int], int, Sequence[int]]]) -> None:
+        self._expire()
         known = self._root
         for num, was, matches, root, before in unions:
             known[num] = known[was] = known[root] = root
@@ -94,7 +120,7 @@ class KnownRoots:
                 elif m != root:
                     known.pop(m, None)
         if len(known) > self.max_entries:
-            self.clear()
+            self._clear()
 
     def created(self, nums: Sequence[int]) -> None:
         """Documents just created with new integer ids by this process: each is its own root. Ids are given
@@ -102,21 +128,32 @@ class KnownRoots:
         again (it restarted without its data, or lost its last writes): everything known is forgotten first."""
         if not nums:
             return
-        if min(nums) <= self._last_created:
-            self.clear()
-        self._last_created = max(nums)
-        self.learn((n, n) for n in nums)
+        with self._lock:
+            if min(nums) <= self._last_created:
+                self._clear()
+            self._last_created = max(nums)
+            self._learn((n, n) for n in nums)
 
     def forget(self, nums: Iterable[int]) -> None:
         """Not know these ids any more (nor, through them, the ids whose chains pass them)."""
-        for n in nums:
-            self._root.pop(n, None)
+        with self._lock:
+            for n in nums:
+                self._root.pop(n, None)
 
     def clear(self) -> None:
+        """Forget everything."""
+        with self._lock:
+            self._clear()
+
+    def _clear(self) -> None:
         self._root.clear()
         self._since = self._clock()
 
     def expire(self) -> None:
         """Forget everything when it was learned ``max_age_s`` ago or more."""
+        with self._lock:
+            self._expire()
+
+    def _expire(self) -> None:
         if self._clock() - self._since >= self.max_age_s:
-            self.clear()
+            self._clear()

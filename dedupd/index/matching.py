@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from dedupd.index.protocol import RecordsRead
 from dedupd.similarity.bounds import VERIFIED_PER_CLUSTER, pick_many, ranked_flat, split_by
 from dedupd.similarity.fingerprint import Fingerprint
 from dedupd.similarity.matches import Found, best_first, matches_of
 from dedupd.similarity.verify import agreement_pairs, jaccard_pairs
 
 if TYPE_CHECKING:
-    from dedupd.index.gateway import Gateway, Packed
+    from dedupd.index.protocol import Gateway, Packed
 
 __all__ = ["Found", "Verification", "similarities", "verify_candidates", "verify_reads"]
 
@@ -86,11 +87,10 @@ def verify_reads(
     # among the ids read but not picked: read with the picked ones' records, they are verified without
     # another exchange
     ahead = [n for n in unpicked.tolist() if n not in own]
-    stash: dict[int, bytes | None] = {}
-    got.matches = verify_candidates(gw, own, got.candidates, ahead, stash)
+    got.matches, stored = verify_candidates(gw, own, got.candidates, ahead)
     more = further_candidates(got, gw.bounds.max_candidates)
     if more:
-        got.add(Verification(verify_candidates(gw, own, more, (), stash), more))
+        got.add(Verification(verify_candidates(gw, own, more, (), stored)[0], more))
     return got
 
 
@@ -177,8 +177,8 @@ def verify_candidates(
     own: Mapping[int, tuple[str, Fingerprint]],
     candidates: Mapping[int, set[int]],
     ahead: Sequence[int] = (),
-    stash: dict[int, bytes | None] | None = None,
-) -> dict[int, list[Found]]:
+    held: Mapping[int, bytes | None] | None = None,
+) -> tuple[dict[int, list[Found]], dict[int, bytes | None]]:
     """Verify candidates in one exchange and one compiled call.
 
     Args:
@@ -186,16 +186,17 @@ def verify_candidates(
         own: the documents being checked, by key (their integer id; a query uses a negative key), with
             their id and fingerprint; a candidate among them is compared with this fingerprint.
         candidates: by key, the integer ids found in its buckets.
-        ahead, stash: records read in the same exchange into ``stash``, and records read from it
-            (Gateway.load_records).
+        ahead: ids whose records are read in the same exchange, not decoded (Gateway.read_records).
+        held: stored records read a moment ago, taken from here instead of read again.
 
     Returns:
         By key, the verified matches at or above the index's threshold, best first (keys without any left
-        out).
+        out); and the stored bytes this exchange read (``ahead``'s included), to be ``held`` by a later call.
     """
     named: set[int] = set().union(*candidates.values())
     wanted = named - own.keys()
-    others = gw.load_records(wanted, ahead, stash) if wanted else {}
+    read = gw.read_records(wanted, ahead, held) if wanted else RecordsRead({}, {})
+    others = read.records
     # only the documents some pair names: the checked ones with candidates, and their candidates
     fps = {k: own[k] for k in (named | candidates.keys()) & own.keys()}
     fps.update((n, (rec.doc_id, rec.fingerprint)) for n, rec in others.items() if rec is not None)
@@ -210,4 +211,4 @@ def verify_candidates(
     for found in by_key.values():  # (all at or above the threshold: matches.matches_of's order, in place)
         if len(found) > 1:
             found.sort(key=best_first)
-    return by_key
+    return by_key, read.stored

@@ -15,7 +15,7 @@ from dedupd.similarity.bounds import alert_matches
 from dedupd.similarity.matches import Found
 
 if TYPE_CHECKING:
-    from dedupd.index.gateway import Gateway
+    from dedupd.index.protocol import Gateway
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,11 +38,12 @@ from typing import Any
 
 import redis
 
-from dedupd.daemon.processor import Processor, RawEntry
+from dedupd.daemon.batch import RawEntry
+from dedupd.daemon.processor import Processor
 from dedupd.daemon.stream import as_text, ensure_group
 from dedupd.index.buckets import DocWrite
 from dedupd.index.docstate import sid
-from dedupd.index.gateway import Gateway
+from dedupd.index.gateway import RedisGateway
 from dedupd.index.generations import Generations, RebuildError, State
 from dedupd.index.keys import GROUP, REBUILD_GROUP, Keys
 from dedupd.index.record import decode_records
@@ -204,7 +205,7 @@ class Rebuild:
                 if not rec.fingerprint.empty:
                     w.add = next(bands)
                 writes.append(w)
-            new.apply(writes)
+            new.apply(new.prepare(writes))
             done += len(nums)
             self.generations.renew(self.token, LEASE_MS)
             self.progress("re-banding", done, total)
@@ -397,8 +398,8 @@ class Rebuild:
         if nums:
             yield nums
 
-    def _gateway(self, spec: IndexSpec, gen: int) -> Gateway:
-        return Gateway(self.client, self.keys, spec, gen, serving=False, bounds=self.settings.bounds())
+    def _gateway(self, spec: IndexSpec, gen: int) -> RedisGateway:
+        return RedisGateway(self.client, self.keys, spec, gen, serving=False, bounds=self.settings.bounds())
 
     @staticmethod
     def _next(state: State) -> IndexSpec:

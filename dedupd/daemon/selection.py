@@ -1,0 +1,207 @@
+"""The verification stage of a run: which earlier documents each of its documents is compared with.
+
+A document is verified against what its buckets held (index/matching.py picks a few of each cluster, the
+best-ranked), against the nearest earlier documents of its own batch that share a band hash with it (as a
+bucket would have held them: bounds.predecessors), and, when that found nothing, against the deeper ones of
+its batch. A flood's copies match at once in their buckets and never pay for the deeper looks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dedupd.daemon.batch import Run
+from dedupd.daemon.planner import Action
+from dedupd.index.matching import Verification, verify_reads
+from dedupd.index.protocol import NO_IDS, Gateway, Packed
+from dedupd.similarity.bounds import (
+    BATCH_NEIGHBOURS,
+    VERIFIED_PER_CLUSTER,
+    SharedEntries,
+    nearest_earlier,
+    predecessors,
+    shared_entries,
+)
+from dedupd.similarity.fingerprint import Fingerprint
+from dedupd.similarity.lsh import pad_rows
+
+_NO_IDS_SET: frozenset[int] = frozenset()
+_NO_SHARED = SharedEntries(np.zeros(0, np.uint64), np.zeros(0, np.uint64), np.zeros(0, np.int64), 0)
+Reads = dict[int, tuple[Packed, int]]  # by key: the ids read, and the key's own integer id (left out)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchEntries:
+    """The steps of a run whose documents were written with band hashes, and the band hashes they share
+    (bounds.shared_entries), sorted once for every look into the batch."""
+
+    rows: list[int]
+    shared: SharedEntries
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """The documents of a run to verify, by key (a step's integer id, or a query's negative key): their id and
+    fingerprint, their bucket reads, and the step of each key; and the documents the run created."""
+
+    own: dict[int, tuple[str, Fingerprint]]
+    reads: Reads
+    key_of: dict[int, int]  # step index -> key
+    created: list[int]
+
+
+def verify_run(gw: Gateway, run: Run) -> Verification:
+    """The verified matches of each step that wrote or queried (matching.verify_reads), by step index (the
+    fingerprints and roots by integer id)."""
+    checked = checked_of(run)
+    gw.created(checked.created)  # no root lookups for them
+    batch = batch_entries(gw, run)
+    reads, later = with_batch_neighbours(gw, run, batch, checked.reads)
+    got = verify_reads(gw, checked.own, reads)
+    if later:
+        got.add(verify_reads(gw, checked.own, batch_reads(run, later, got)))
+    deeper = look_further(gw, run, batch, checked, got)
+    if deeper:
+        got.add(verify_reads(gw, checked.own, deeper))
+    by_key = {key: i for i, key in checked.key_of.items()}
+    return Verification(
+        {by_key[k]: m for k, m in got.matches.items()},
+        {by_key[k]: c for k, c in got.candidates.items()},
+        {by_key[k]: r for k, r in got.read.items()},
+        got.roots,
+    )
+
+
+def checked_of(run: Run) -> Checked:
+    """The run's documents to verify: each step that wrote (or queried) a non-empty document."""
+    own: dict[int, tuple[str, Fingerprint]] = {}
+    reads: Reads = {}
+    key_of: dict[int, int] = {}  # (a query has no integer id: a negative key)
+    created: list[int] = []  # written, with no record before (a delete has no fingerprint): new ids
+    for i, (s, fp, f) in enumerate(zip(run.steps, run.new, run.found, strict=True)):
+        if fp is None or f is None or not (s.writes or s.action is Action.QUERY):
+            continue
+        key = s.num if s.writes else -(i + 1)
+        own[key], key_of[i] = (s.entry.doc_id, fp), key
+        if f.size:
+            reads[key] = (f, s.num)  # a query with an indexed document's id is not compared with it
+        if s.writes and s.old is None:
+            created.append(s.num)
+    return Checked(own, reads, key_of, created)
+
+
+def with_batch_neighbours(
+    gw: Gateway, run: Run, batch: BatchEntries, reads: Reads
+) -> tuple[Reads, dict[int, Packed]]:
+    """``reads`` with each document's nearest earlier neighbours in the batch added, and (by step index) the
+    neighbours kept for later: those of a document with a crowd in its buckets, maybe a cluster it verifies
+    enough of there."""
+    out = dict(reads)
+    later: dict[int, Packed] = {}
+    for i, earlier in batch_neighbours(gw, run, batch, BATCH_NEIGHBOURS).items():
+        f, num = out.get(run.steps[i].num, (NO_IDS, run.steps[i].num))
+        if f.size > VERIFIED_PER_CLUSTER and len(set(f.tolist())) > VERIFIED_PER_CLUSTER:
+            later[i] = earlier
+        else:
+            out[num] = (np.concatenate([f, earlier]), num)
+    return out, later
+
+
+def full_clusters(candidates: set[int] | frozenset[int], roots: dict[int, int]) -> set[int]:
+    """The cluster roots of which ``candidates`` hold ``VERIFIED_PER_CLUSTER`` or more.
+
+    >>> sorted(full_clusters({1, 2, 3, 4, 5, 6}, {2: 1, 3: 1, 4: 1, 5: 1}))
+    [1]
+    """
+    of = list(map(roots.get, candidates, candidates))  # (each one's root: itself when absent)
+    if of and of.count(of[0]) == len(of):  # one cluster (a flood's copy)
+        return {of[0]} if len(of) >= VERIFIED_PER_CLUSTER else set()
+    counts: dict[int, int] = {}
+    for r in of:
+        counts[r] = counts.get(r, 0) + 1
+    return {r for r, n in counts.items() if n >= VERIFIED_PER_CLUSTER}
+
+
+def batch_reads(run: Run, neighbours: dict[int, Packed], got: Verification) -> Reads:
+    """By integer id, the ``neighbours`` (by step index: the nearest earlier documents of the run with a
+    band hash in common, one per band, as a bucket would hold them) as bucket reads, less those verified
+    already and those in a cluster of which the document verified ``VERIFIED_PER_CLUSTER`` candidates
+    already (each matched one of the clusters it matched in its buckets, as a flood's copies do)."""
+    roots, matches = got.roots, got.matches
+    joined: dict[int, set[int]] = {}  # by document: the roots of its matches (computed once)
+
+    def joins(w: int) -> set[int]:
+        if (known := joined.get(w)) is None:
+            known = joined[w] = {roots.get(m[2], m[2]) for m in matches.get(w, ())}
+        return known
+
+    out: Reads = {}
+    for i, earlier in neighbours.items():
+        num = run.steps[i].num
+        ids = earlier.tolist()
+        seen = got.candidates.get(num, _NO_IDS_SET)
+        distinct = set(ids)  # (a read repeats: one per band)
+        rest = distinct.difference(seen)
+        if rest and len(seen) >= VERIFIED_PER_CLUSTER and (full := full_clusters(seen, roots)):
+            rest = {w for w in rest if full.isdisjoint(joins(w))}
+        if not rest:
+            continue
+        if len(rest) < len(distinct):
+            earlier = np.array([w for w in ids if w in rest], dtype=np.uint32)
+        out[num] = (earlier, num)
+    return out
+
+
+def look_further(gw: Gateway, run: Run, batch: BatchEntries, checked: Checked, got: Verification) -> Reads:
+    """The reads of the documents of the run that wrote and matched nothing: the nearest ``bucket_members``
+    earlier documents of their batch of each band they share (what a bucket holds), not yet verified. The
+    nearest one of a band can be under the threshold and the duplicate behind it (copies of a story edited
+    apart)."""
+    writers = {i for i, key in checked.key_of.items() if run.steps[i].writes and key not in got.matches}
+    if not writers:
+        return {}
+    reads: Reads = {}
+    for i, ids in batch_neighbours(gw, run, batch, gw.bounds.bucket_members, writers).items():
+        num = run.steps[i].num
+        seen = got.candidates.get(num, _NO_IDS_SET)
+        if fresh := [n for n in ids.tolist() if n not in seen]:
+            reads[num] = (np.array(fresh, dtype=np.uint32), num)
+    return reads
+
+
+def batch_entries(gw: Gateway, run: Run) -> BatchEntries:
+    """The steps of the run whose documents were written with band hashes, and the band hashes they share."""
+    rows = [
+        i
+        for i, (s, f) in enumerate(zip(run.steps, run.found, strict=True))
+        if s.writes and f is not None and run.bands[i].size and run.new[i] is not None
+    ]
+    if len(rows) < 2:
+        return BatchEntries(rows, _NO_SHARED)
+    return BatchEntries(rows, shared_entries(pad_rows([run.bands[i] for i in rows]), gw.spec.bands))
+
+
+def batch_neighbours(
+    gw: Gateway, run: Run, batch: BatchEntries, depth: int, only: set[int] | None = None
+) -> dict[int, Packed]:
+    """By step index (of ``only``, when given), the integer ids of the ``depth`` nearest earlier documents
+    of the run with a band hash in common, and of the ``bucket_members`` nearest with a shingle prefix
+    in common (bounds.batch_predecessors): a JOIN reads what a bucket held before the run."""
+    rows, shared = batch.rows, batch.shared
+    if len(rows) < 2:
+        return {}
+    if only is None:
+        later, earlier = predecessors(shared, depth, gw.spec.bands, gw.bounds.bucket_members)
+    else:
+        wanted = np.array([at for at, i in enumerate(rows) if i in only], dtype=np.int64)
+        later, earlier = nearest_earlier(shared, wanted, depth)
+    if not later.size:
+        return {}
+    nums = np.array([run.steps[i].num for i in rows], dtype=np.uint32)
+    order = np.argsort(later, kind="stable")
+    later, ids = later[order], nums[earlier[order]]
+    starts = np.flatnonzero(np.diff(later, prepend=-1)).tolist()
+    ends = [*starts[1:], later.size]
+    return {rows[int(later[a])]: ids[a:b] for a, b in zip(starts, ends, strict=True)}

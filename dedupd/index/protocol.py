@@ -1,0 +1,145 @@
+"""The seam between a batch and the index: the :class:`Gateway` protocol a batch's stages talk to.
+
+:class:`~dedupd.index.gateway.RedisGateway` implements it on Redis (single node or Cluster), and
+:class:`~dedupd.index.memory.MemoryGateway` in memory, so that the daemon's decisions (planning, candidate
+selection, evictions, outputs) are tested without a server, the same cases run against both (the habit of
+datasketch's storage backends, dramatiq's ``StubBroker`` and httpx's ``MockTransport``).
+
+An *exchange* collects writes that go to the server together (one pipelined round trip on Redis, in order);
+nothing queued in one is applied before its :meth:`Exchange.execute`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from dedupd.index.buckets import DocWrite, Evictions, Hits
+from dedupd.index.docstate import DocState
+from dedupd.index.keys import Keys
+from dedupd.index.record import Record
+from dedupd.similarity.bounds import Bounds
+from dedupd.similarity.fingerprint import Fingerprinter
+from dedupd.similarity.hashing import U64Array
+from dedupd.similarity.spec import IndexSpec
+
+Emitted = tuple[str, list[Any]]  # (input entry id, field/value list) of one output entry
+Packed = npt.NDArray[np.uint32]  # the ids read from a document's buckets, one per shared band
+NO_IDS: Packed = np.zeros(0, dtype=np.uint32)  # no ids read
+Applied = tuple[list[Packed | None], Hits]  # per write its bucket reads (None: its record had changed); hits
+
+
+@dataclass(frozen=True, slots=True)
+class Unions:
+    """What :meth:`Gateway.union` did: per group, the root of the document's cluster after its union and the
+    root each of its matches had before (its earlier cluster); and the names of the roots asked for."""
+
+    clusters: list[tuple[int, list[int]]]
+    names: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordsRead:
+    """Records read in one exchange: the decoded ones asked for (None: no record), and the stored bytes of
+    every id read in it (those read ahead included: a later read in the same batch takes them from here)."""
+
+    records: dict[int, Record | None]
+    stored: dict[int, bytes | None]
+
+
+class Exchange(Protocol):
+    """Writes queued to go to the server together."""
+
+    def __len__(self) -> int: ...
+
+    def execute(self) -> list[Any]:
+        """Send what is queued, in order; the replies."""
+
+
+class Prepared(Protocol):
+    """A batch's record and bucket writes, packed and ready to send (:meth:`Gateway.prepare`)."""
+
+
+class Gateway(Protocol):
+    """Everything a batch asks of one index generation (see the module docstring)."""
+
+    keys: Keys
+    spec: IndexSpec
+    bounds: Bounds
+    fingerprinter: Fingerprinter
+    serving: bool  # a generation being built by a rebuild forgets no ids and emits nothing
+
+    def exchange(self) -> Exchange:
+        """A new, empty exchange."""
+
+    # ----- reading -----
+    def states(
+        self, requests: Sequence[tuple[str, bool, str]], flights: Sequence[tuple[str, ...]] | None = None
+    ) -> list[DocState]:
+        """The stored state of each (doc id, create, entry id); integer ids created for ``create``."""
+
+    def load_records(self, nums: Iterable[int]) -> dict[int, Record | None]:
+        """The records of ``nums``, in one exchange."""
+
+    def read_records(
+        self, nums: Iterable[int], ahead: Sequence[int] = (), held: Mapping[int, bytes | None] | None = None
+    ) -> RecordsRead:
+        """The records of ``nums`` (those ``held`` taken from it, not read again), and the stored bytes of
+        ``ahead`` read with them when some must be read."""
+
+    def remember(self, num: int, blob: bytes, record: Record) -> None:
+        """Keep a record just written as if read."""
+
+    def peek(self, bands: Sequence[U64Array]) -> list[Packed]:
+        """The integer ids in each band-hash row's buckets (one per shared bucket), joining nothing."""
+
+    def roots(self, nums: Sequence[int], fresh: bool = False) -> list[int]:
+        """The root of each document's cluster (``fresh``: not from what this process saw a moment ago)."""
+
+    def cluster_names(self, roots: Sequence[int], known: Mapping[int, str]) -> list[str]:
+        """Each cluster's name: its root document's id (from ``known`` or read), ``#n`` when it is gone."""
+
+    # ----- writing -----
+    def prepare(self, writes: Sequence[DocWrite]) -> Prepared:
+        """Pack a batch's writes (nothing is sent)."""
+
+    def apply(self, prepared: Prepared) -> Applied:
+        """Send prepared writes: records and buckets of every document, in batch order."""
+
+    def forget(self, deleted: Sequence[tuple[str, int, str]]) -> None:
+        """Deleted documents (doc id, integer id, the delete's entry id): ids, union-find nodes, tombstones."""
+
+    def created(self, nums: Sequence[int]) -> None:
+        """Documents a batch has just created: each its own root until unions take it in."""
+
+    def forget_roots(self) -> None:
+        """Forget every root known (after a server error)."""
+
+    def evict(self, exchange: Exchange, ev: Evictions) -> None:
+        """Queue the evictions of a batch (bounds.eviction_rows's rows)."""
+
+    def union(
+        self,
+        groups: Sequence[tuple[int, Sequence[tuple[int, str]]]],
+        exchange: Exchange,
+        unnamed: Iterable[int] = (),
+    ) -> Unions:
+        """After what ``exchange`` holds, union each document with its matches and send it all; the names
+        of the ``unnamed`` roots are read in the same exchange, before the unions."""
+
+    def emit(
+        self, exchange: Exchange, stream: str, retention: int, ttl_s: int, entries: Sequence[Emitted]
+    ) -> None:
+        """Queue appending each (input entry id, fields) to ``stream``, once per input entry id."""
+
+    def reply(
+        self, exchange: Exchange, name: str, maxlen: int, ttl_s: int, entries: Sequence[Emitted]
+    ) -> None:
+        """Queue the verdicts of one reply stream."""
+
+    def count(self, counts: Mapping[str, int]) -> None:
+        """Add to the index's counters (processed, alerts, dead, queries)."""
