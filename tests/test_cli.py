@@ -110,7 +110,7 @@ def test_check_exit_codes(run, redis_url: str) -> None:  # type: ignore[no-untyp
 
 
 def test_push_says_one_document() -> None:
-    from dedupd.cli import plural
+    from dedupd.cli.common import plural
 
     assert plural(1, "document") == "1 document" and plural(2, "document") == "2 documents"
     assert plural(1_000, "entry", "entries") == "1,000 entries"

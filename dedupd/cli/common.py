@@ -1,0 +1,110 @@
+"""What the commands that talk to Redis share: their options, their settings, their connection, and
+:func:`plural` for the counts they print."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import unquote, urlsplit
+
+import click
+
+from dedupd.errors import ConfigError
+from dedupd.logs import setup_logging
+
+if TYPE_CHECKING:  # redis and the settings (pydantic) are imported by the commands that use them: `dedupd
+    # mine --input FILE` and `dedupd tune` start without them (a quarter of a second)
+    from dedupd.settings import Settings
+
+F = TypeVar("F", bound=Callable[..., Any])  # a command function, as the option decorators return it
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """``1 document``, ``2 documents`` (``many`` for irregular plurals)."""
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
+
+
+def common_options(func: F) -> F:
+    """Options every command that talks to Redis takes (each also has a DEDUPD_* variable)."""
+
+    @click.option(
+        "--config",
+        "config_file",
+        type=click.Path(exists=True, dir_okay=False),
+        help="TOML settings file (also DEDUPD_CONFIG; else ./dedupd.toml, else /etc/dedupd/dedupd.toml); "
+        "see config/dedupd.toml.",
+    )
+    @click.option("--redis-url", help="redis:// or rediss:// URL (DEDUPD_REDIS_URL); unset: embedded Redis.")
+    @click.option("--prefix", help="Key prefix (DEDUPD_PREFIX, default 'dedupd').")
+    @click.option(
+        "--log-level",
+        type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+        help="Log level (DEDUPD_LOG_LEVEL, any case).",
+    )
+    @functools.wraps(func)
+    def wrapper(*args: Any, config_file: str | None, **kwargs: Any) -> Any:
+        if config_file:
+            os.environ["DEDUPD_CONFIG"] = config_file
+        return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def settings_from(**overrides: Any) -> Settings:
+    """The settings for a command (flags over DEDUPD_* over the TOML file), with logging set up and the
+    warnings about them (unknown DEDUPD_* variables) logged."""
+    from dedupd.settings import load_settings
+
+    if overrides.get("log_level"):
+        overrides["log_level"] = overrides["log_level"].upper()
+    settings = load_settings(**overrides)
+    setup_logging(settings.log_level, settings.log_json)
+    for warning in settings.warnings:
+        logging.getLogger("dedupd.settings").warning("%s", warning)
+    return settings
+
+
+def connect_to(settings: Settings, **kwargs: Any) -> Any:
+    """``connection.connect`` with the Redis URL's database checked first, and a database the server
+    does not have reported as one line."""
+    import redis
+
+    from dedupd.server.connection import connect
+
+    database = _url_database(settings.redis_url)
+    try:
+        return connect(settings, **kwargs)
+    except redis.ResponseError as exc:
+        if "DB index" in str(exc) or "out of range" in str(exc):
+            raise ConfigError(
+                f"Redis at {settings.redacted_url()} has no database {database}: {exc} (a server has "
+                "databases 0 to 15 unless its `databases` setting says otherwise)"
+            ) from None
+        raise
+
+
+def _url_database(url: str | None) -> str:
+    """The database named by a redis:// URL's path ('0' when none); ConfigError when it is no number."""
+    if not url or not url.startswith(("redis://", "rediss://")):
+        return "0"
+    try:
+        path = unquote(urlsplit(url).path).strip("/")
+    except ValueError:
+        return "?"  # connect() explains unparsable URLs
+    if "@" in path or ":" in path:
+        return "?"  # an unencoded '/' in the password: connect() says to percent-encode it
+    if path and not path.isdigit():
+        raise ConfigError(
+            f"the Redis URL {_redact_path(url)} names database {path[:20]!r}: it must be a number, as in "
+            "redis://host:6379/0"
+        )
+    return path or "0"
+
+
+def _redact_path(url: str) -> str:
+    scheme, _, rest = url.partition("://")
+    host = rest.rpartition("@")[2].split("/")[0]
+    return f"{scheme}://{'***@' if '@' in rest else ''}{host}/..."

@@ -1,0 +1,271 @@
+"""``dedupd push`` and ``dedupd query``: documents read from a file or standard input, pushed into the
+input stream or compared with the index.
+
+Both read FILE the same way (:func:`input_options`, the formats of :mod:`dedupd.ops.producer`) and report
+bad input the same way (:class:`_BadLines`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import click
+
+from dedupd.cli.common import F, common_options, connect_to, plural, settings_from
+from dedupd.cli.failures import EXIT_INTERRUPTED, EXIT_RUNTIME
+from dedupd.errors import ConfigError, DedupdError
+from dedupd.index.keys import Keys
+from dedupd.ops.producer import FLUSH_S, FORMATS, BadLine, Item
+
+if TYPE_CHECKING:
+    from dedupd.settings import Settings
+
+_FORMAT_HELP = (
+    "jsonl: one JSON object per line with the stream fields; text: one document per line; json-array: "
+    "FILE is one JSON array of such objects (or of strings); files: FILE is a directory, one document per "
+    "file (id = its path inside the directory; hidden files skipped); auto: a directory is files, a file "
+    "starting with a JSON array is json-array, else each line starting with '{' is JSONL and any other "
+    "text (a guess is said on stderr)."
+)
+_SHOWN_BAD = 20  # bad lines reported one by one; the rest are only counted
+
+
+def input_options(func: F) -> F:
+    """FILE and the input options that `push` and `query` share."""
+    func = click.option(
+        "--id-prefix",
+        default=None,
+        help="Id of a plain-text line: PREFIX + line number (default: the file name and ':').",
+    )(func)
+    func = click.option(
+        "--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True, help=_FORMAT_HELP
+    )(func)
+    return click.argument("file", type=click.Path(exists=True, allow_dash=True))(func)
+
+
+class _BadLines:
+    """Reports bad input (``name:line: skipped: reason``), the first few one by one, and counts them."""
+
+    def __init__(self, name: str, newline: str = "") -> None:
+        self.name = name
+        self.newline = newline  # "\n" while a progress bar holds the line
+        self.count = 0
+
+    def report(self, bad: BadLine) -> None:
+        self.count += 1
+        if self.count <= _SHOWN_BAD:
+            where = bad.where if bad.where is not None else str(bad.line_no)
+            click.echo(f"{self.newline}{self.name}:{where}: skipped: {bad.reason}", err=True)
+        elif self.count == _SHOWN_BAD + 1:
+            click.echo(f"{self.newline}{self.name}: more bad input; only counting from here", err=True)
+
+    def summary(self) -> str:
+        return f"; skipped {plural(self.count, 'bad line')}" if self.count else ""
+
+
+@contextlib.contextmanager
+def _documents(
+    file: str, fmt: str, id_prefix: str | None, settings: Settings, on_bytes: Callable[[int], None] | None
+) -> Iterator[tuple[Iterator[Item | None], str]]:
+    """The documents of FILE (``-``: standard input) as they arrive, and the input's name; None items
+    when a pipe pauses for 100 ms."""
+    from dedupd.ops.producer import directory_items, read_items
+
+    name = "stdin" if file == "-" else os.path.basename(os.path.normpath(file)) or file
+    prefix = id_prefix if id_prefix is not None else f"{name}:"
+    if file != "-" and os.path.isdir(file):
+        if fmt not in ("auto", "files"):
+            raise ConfigError(f"{file} is a directory: use --format files (one document per file)")
+        yield directory_items(Path(file), settings.max_doc_bytes), name
+        return
+    if fmt == "files":
+        raise ConfigError(f"--format files reads a directory; {file} is not one")
+
+    def warn(message: str) -> None:
+        click.echo(f"dedupd: warning: {message}", err=True)
+
+    with contextlib.ExitStack() as stack:
+        stream = sys.stdin.buffer if file == "-" else stack.enter_context(open(file, "rb"))
+        yield read_items(stream, fmt, prefix, name, idle_s=FLUSH_S, warn=warn, on_bytes=on_bytes), name
+
+
+@click.command()
+@common_options
+@input_options
+@click.option("--wait/--no-wait", default=False, help="Wait until the daemons have processed everything.")
+@click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds --wait waits at most.")
+@click.option(
+    "--max-lag",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Backpressure: pause while more than this many pushed entries wait for the daemons "
+    "(unread by the consumer group), so the input stream stays bounded. Default: no limit.",
+)
+def push(
+    file: str,
+    fmt: str,
+    id_prefix: str | None,
+    wait: bool,
+    timeout: float,
+    max_lag: int | None,
+    **opts: Any,
+) -> None:
+    """Push documents from FILE (or - for standard input) into the input stream.
+
+    JSONL lines carry the stream fields: {"id": "42", "text": "...", "op": "upsert", "source": "...",
+    "items": [...], "meta": {...}}. Input is read as it arrives: from a pipe (tail -F log | dedupd push -)
+    what was read is sent at least every 100 ms. Bad lines (invalid JSON, not UTF-8, ...) are reported
+    with their line number and skipped, and the run exits 1; everything else is pushed. Ctrl-C stops and
+    says how many documents were pushed (exit 130).
+    """
+    from dedupd.ops.producer import Producer
+
+    settings = settings_from(**opts)
+    size = os.path.getsize(file) if file != "-" and os.path.isfile(file) else None
+    bar = (
+        click.progressbar(length=size, label=f"pushing {file}", file=sys.stderr)
+        if size and sys.stderr.isatty()
+        else None
+    )
+    with (
+        _documents(file, fmt, id_prefix, settings, bar.update if bar else None) as (docs, name),
+        bar or contextlib.nullcontext(),
+    ):
+        client = connect_to(settings)
+        keys = Keys(settings.prefix)
+        producer = Producer(client, keys)
+        bad = _BadLines(name, "\n" if bar else "")
+        try:
+            _push_all(docs, producer, bad, client, keys, max_lag)
+        except KeyboardInterrupt:
+            _interrupted(producer, bad)
+    click.echo(f"pushed {plural(producer.pushed, 'document')} to {keys.docs}{bad.summary()}", err=True)
+    if wait:
+        from dedupd.daemon.monitor import wait_drained
+
+        if not wait_drained(client, keys, timeout):
+            raise DedupdError(f"the daemons did not finish within {timeout:.0f}s; is `dedupd serve` running?")
+        click.echo("all pushed documents are processed", err=True)
+    sys.exit(EXIT_RUNTIME if bad.count else 0)
+
+
+def _interrupted(producer: Any, bad: _BadLines) -> NoReturn:
+    """Ctrl-C during a push: send what was read (at most 100 ms of input), say how many, exit 130."""
+    at_least = ""
+    import redis
+
+    if producer.sending:  # cut off in the middle of a send: it may or may not have arrived; not resent
+        at_least = "at least "
+    else:
+        with contextlib.suppress(KeyboardInterrupt, redis.RedisError):
+            producer.flush()
+    newline = "\n" if sys.stderr.isatty() else ""  # after the terminal's ^C
+    pushed = plural(producer.pushed, "document")
+    click.echo(
+        f"{newline}interrupted: pushed {at_least}{pushed} to {producer.keys.docs}{bad.summary()}", err=True
+    )
+    sys.exit(EXIT_INTERRUPTED)
+
+
+def _push_all(
+    docs: Iterator[Item | None],
+    producer: Any,
+    bad: _BadLines,
+    client: Any,
+    keys: Keys,
+    max_lag: int | None,
+) -> None:
+    """Add every document to the producer; send what is buffered when the input pauses or 100 ms after
+    the last send; with ``max_lag``, wait for room after each send."""
+    sent = producer.pushed
+    for doc in docs:
+        if doc is None:
+            producer.flush()
+        elif isinstance(doc, BadLine):
+            bad.report(doc)
+        else:
+            producer.add(doc)
+            producer.flush_due()
+        if max_lag is not None and producer.pushed != sent:
+            sent = producer.pushed
+            _wait_for_room(client, keys, max_lag)
+    producer.flush()
+
+
+def _wait_for_room(client: Any, keys: Keys, max_lag: int) -> None:
+    """Sleep while the consumer group has more than ``max_lag`` unread entries (no group yet: the stream length)."""
+    from dedupd.daemon.monitor import group_state
+
+    delay = 0.01
+    while True:
+        state = group_state(client, keys)
+        backlog = client.xlen(keys.docs) if state is None else state["lag"]
+        if backlog is None or backlog <= max_lag:  # None: Redis cannot tell (entries were deleted); go on
+            return
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
+
+
+@click.command()
+@common_options
+@input_options
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per verdict and line.")
+def query(file: str, fmt: str, id_prefix: str | None, as_json: bool, **opts: Any) -> None:
+    """Is each document of FILE (or - for standard input) a near-duplicate of something indexed?
+
+    Reads documents as `dedupd push` does (same formats) and compares each with the live index, the way
+    an upsert would be verified, but inserts nothing and emits no alert. Prints one verdict per document:
+    `ID: duplicate of X (0.93) [+2 more]` or `ID: unique`; --json prints the verdict as a JSON object
+    (id, duplicate, matches, duplicate_of, similarity, cluster, verify). Needs no running daemon; before
+    any index exists nothing is a duplicate.
+    """
+    from dedupd.client import Client
+
+    settings = settings_from(**opts)
+    client = Client(connect_to(settings), settings)
+    with _documents(file, fmt, id_prefix, settings, None) as (docs, name):
+        bad = _BadLines(name)
+        _query_all(client, docs, bad, as_json)
+    sys.exit(EXIT_RUNTIME if bad.count else 0)
+
+
+def _query_all(client: Any, docs: Iterator[Item | None], bad: _BadLines, as_json: bool) -> None:
+    """Verdicts in batches of up to 64 documents, a batch as soon as the input pauses."""
+    batch: list[tuple[str | None, str]] = []
+    seen = 0
+    for doc in docs:
+        if isinstance(doc, BadLine):
+            bad.report(doc)
+        elif doc is not None:
+            seen += 1
+            if doc.get("text"):
+                batch.append((doc.get("id") or f"#{seen}", doc["text"]))
+            else:
+                bad.report(BadLine(0, "no text to compare", doc.get("id") or f"#{seen}"))
+        if batch and (doc is None or len(batch) >= 64):
+            _print_verdicts(client, batch, as_json)
+            batch = []
+    if batch:
+        _print_verdicts(client, batch, as_json)
+
+
+def _print_verdicts(client: Any, batch: list[tuple[str | None, str]], as_json: bool) -> None:
+    verdicts = client.query_many([text for _, text in batch], [doc_id for doc_id, _ in batch])
+    for verdict in verdicts:
+        if as_json:
+            click.echo(json.dumps(verdict.to_dict(), ensure_ascii=False))
+        elif verdict.duplicate:
+            more = len(verdict.matches) - 1
+            click.echo(
+                f"{verdict.id}: duplicate of {verdict.duplicate_of} ({verdict.similarity:.2f})"
+                + (f" [+{more} more]" if more > 0 else "")
+            )
+        else:
+            click.echo(f"{verdict.id}: unique")

@@ -1,0 +1,204 @@
+"""``dedupd tune`` and ``dedupd rebuild``: the index's parameters, chosen (with what they cost) and
+changed while the daemons keep serving."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dedupd.cli.common import common_options, connect_to, plural, settings_from
+from dedupd.index.keys import Keys
+
+
+@click.command()
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="TOML settings file (also DEDUPD_CONFIG; else ./dedupd.toml, else /etc/dedupd/dedupd.toml): its "
+    "threshold, num_perm and weights are the defaults.",
+)
+@click.option("--threshold", type=float, help="Jaccard threshold (DEDUPD_THRESHOLD, default 0.8).")
+@click.option("--num-perm", type=int, help="MinHash length (DEDUPD_NUM_PERM, default 128).")
+@click.option("--bands", type=int, help="Describe this banding (with --rows) instead of the chosen one.")
+@click.option("--rows", type=int, help="Rows per band (with --bands).")
+@click.option(
+    "--span", type=float, default=0.3, show_default=True, help="Table from threshold-SPAN to +SPAN."
+)
+@click.option("--step", type=float, default=0.05, show_default=True, help="Table step in Jaccard similarity.")
+@click.option(
+    "--plot",
+    "plot_file",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Write the S-curve to this PNG (needs matplotlib: pip install 'dedupd[plot]').",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of the table.")
+def tune(
+    config_file: str | None,
+    threshold: float | None,
+    num_perm: int | None,
+    bands: int | None,
+    rows: int | None,
+    span: float,
+    step: float,
+    plot_file: str | None,
+    as_json: bool,
+) -> None:
+    """Choose LSH bands x rows for a threshold and num_perm, and show what they cost.
+
+    Prints the banding the daemon would choose (or the one given by --bands/--rows), how many
+    signature positions it uses, the false-negative rate (1 - P(candidate)) at and above the
+    threshold and the false-positive rate (P(candidate)) below it, the areas the chooser weighs,
+    and a comparison with neighbouring bandings. Needs no Redis.
+
+    A false positive here is a candidate, not an alert: the daemon verifies every candidate against
+    the threshold (verify = exact or signature) before it alerts, so false positives cost a
+    verification each, while false negatives are pairs never compared at all.
+    """
+    from dedupd.similarity.tuning import plot, render
+    from dedupd.similarity.tuning import tune as make_report
+
+    if config_file:
+        os.environ["DEDUPD_CONFIG"] = config_file
+    settings = settings_from(threshold=threshold, num_perm=num_perm)
+    if bands is None and rows is None and settings.bands is not None:
+        bands, rows = settings.bands, settings.rows
+    report = make_report(
+        settings.threshold,
+        settings.num_perm,
+        settings.fp_weight,
+        settings.fn_weight,
+        bands=bands,
+        rows=rows,
+        span=span,
+        step=step,
+    )
+    written = str(plot(report, plot_file)) if plot_file else None
+    if as_json:
+        click.echo(json.dumps({**report.to_dict(), "plot": written}))
+    else:
+        click.echo(render(report))
+        click.echo(
+            "\nfalse positives are LSH candidates below the threshold: every candidate is verified "
+            f"(verify = {settings.verify}) before an alert, so they cost a verification, not a wrong alert; "
+            "false negatives are pairs at or above the threshold that are never compared"
+        )
+        if written:
+            click.echo(f"\nS-curve written to {written}")
+
+
+@click.command()
+@common_options
+@click.option("--shingle", help="New shingling, word:K or char:K (re-indexes the source texts).")
+@click.option("--num-perm", type=int, help="New MinHash length (re-indexes the source texts).")
+@click.option("--seed", type=int, help="New MinHash seed (re-indexes the source texts).")
+@click.option(
+    "--minhash", type=click.Choice(["oph", "classic"]), help="New signature scheme (re-indexes texts)."
+)
+@click.option("--threshold", type=float, help="Threshold the banding is chosen for (bands x rows).")
+@click.option("--bands", type=int, help="New explicit bands (with --rows): re-bands the stored signatures.")
+@click.option("--rows", type=int, help="New explicit rows per band (with --bands).")
+@click.option("--capacity", type=int, help="New expected index size (re-sizes the bucket hashes).")
+@click.option(
+    "--verify",
+    type=click.Choice(["signature", "exact"]),
+    help="New verification (exact needs the texts: re-indexes them).",
+)
+@click.option(
+    "--from",
+    "source",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="JSONL file with the documents' texts (default: the input stream's retained history).",
+)
+@click.option("--allow-missing", is_flag=True, help="Switch even if the source lacks some indexed documents.")
+@click.option("--abort", is_flag=True, help="Forget an unfinished rebuild and delete what it had built.")
+@click.option(
+    "--wait",
+    "wait_s",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Seconds to wait for running daemons to start (or stop) writing into both generations.",
+)
+def rebuild(source: Path | None, allow_missing: bool, abort: bool, wait_s: float, **opts: Any) -> None:
+    """Reindex with new parameters while `dedupd serve` keeps serving.
+
+    Only the parameters given (as flags, DEDUPD_* variables or in --config) change; the others keep the
+    index's values. When only the banding, threshold or bucket sizing changes the stored signatures are
+    re-banded; when shingling, num_perm, seed, scheme or verification change, the texts are re-indexed from
+    the input stream's retained history or --from FILE. The rebuild replays every entry that arrives
+    meanwhile; at the switch the daemons pause for a moment, then follow the new generation, and the old one
+    is deleted. Interrupted, a rerun with the same flags resumes; --abort stops and cleans up.
+    """
+    from dedupd.index.generations import Generations
+    from dedupd.ops.rebuild import Rebuild, RebuildError
+
+    settings = settings_from(**opts)
+    client = connect_to(settings)
+    bar = _PhaseBar()
+    stored = Generations(client, Keys(settings.prefix)).read()
+    if abort:
+        dropped = Rebuild(client, settings, settings.index_spec(), bar.update).abort()
+        click.echo(
+            f"rebuild aborted; deleted {plural(dropped, 'key')} of the unfinished generation", err=True
+        )
+        return
+    if stored is None:
+        raise RebuildError(
+            f"there is no index under prefix {settings.prefix!r} yet: nothing to rebuild (start "
+            "`dedupd serve` with the new settings instead)"
+        )
+    target = settings.rebuild_target(stored.spec)
+    rb = Rebuild(
+        client, settings, target, bar.update, source=source, allow_missing=allow_missing, wait_s=wait_s
+    )
+    state, resumed = rb.begin()
+    assert state.next_spec is not None
+    click.echo(
+        f"{'resuming' if resumed else 'rebuilding'} generation {state.gen} -> {state.next_gen} "
+        f"({state.next_mode}): {state.spec.describe_changes(state.next_spec)}",
+        err=True,
+    )
+    report = rb.run(state)
+    bar.finish()
+    click.echo(
+        f"switched to generation {state.next_gen}: {plural(report.documents, 'document')} ({report.before:,} "
+        f"before), {plural(report.processed, 'entry', 'entries')} processed in {report.seconds:.1f}s; deleted "
+        f"generation {state.gen} ({plural(report.dropped, 'key')})",
+        err=True,
+    )
+
+
+class _PhaseBar:
+    """One progress bar per phase of a long command, on standard error."""
+
+    def __init__(self) -> None:
+        self.phase: str | None = None
+        self.bar: Any = None
+
+    def update(self, phase: str, done: int, total: int | None) -> None:
+        if phase != self.phase:
+            self.finish()
+            self.phase = phase
+            self.bar = click.progressbar(
+                length=total or 1,
+                label=phase,
+                file=sys.stderr,
+                show_eta=total is not None,
+                show_pos=True,
+                show_percent=total is not None,
+            )
+            self.bar.render_progress()
+        if total is not None:
+            self.bar.length = max(total, 1)
+        self.bar.update(done - self.bar.pos)
+
+    def finish(self) -> None:
+        if self.bar is not None:
+            self.bar.render_finish()
+            self.bar = None

@@ -1,0 +1,55 @@
+"""``dedupd serve``: the consumer daemon in the foreground."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from dedupd.cli.common import common_options, settings_from
+
+
+@click.command()
+@common_options
+@click.option("--consumer", help="Consumer name in the group (DEDUPD_CONSUMER; default unique per process).")
+@click.option("--shingle", help="word:K or char:K (DEDUPD_SHINGLE, default word:3).")
+@click.option("--num-perm", type=int, help="MinHash length (DEDUPD_NUM_PERM, default 128).")
+@click.option(
+    "--threshold", type=float, help="Jaccard threshold for an alert (DEDUPD_THRESHOLD, default 0.8)."
+)
+@click.option("--bands", type=int, help="Explicit LSH bands (with --rows); else chosen from the threshold.")
+@click.option("--rows", type=int, help="Explicit rows per band (with --bands).")
+@click.option(
+    "--verify",
+    type=click.Choice(["signature", "exact"]),
+    help="Verify candidates by signature agreement or exact Jaccard (DEDUPD_VERIFY, default exact).",
+)
+@click.option("--seed", type=int, help="MinHash seed (DEDUPD_SEED, default 1).")
+@click.option("--minhash", type=click.Choice(["oph", "classic"]), help="Signature scheme (DEDUPD_MINHASH).")
+@click.option("--capacity", type=int, help="Expected index size; sizes the buckets (DEDUPD_CAPACITY).")
+@click.option("--batch-size", type=int, help="Entries per read (DEDUPD_BATCH_SIZE).")
+@click.option("--block-ms", type=int, help="Blocking read timeout in ms (DEDUPD_BLOCK_MS).")
+@click.option("--log-json/--no-log-json", default=None, help="JSON log lines (DEDUPD_LOG_JSON).")
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    help="Port of the Prometheus endpoint (DEDUPD_METRICS_PORT, default 9464; 0 turns it off).",
+)
+def serve(**opts: Any) -> None:
+    """Run the consumer daemon in the foreground.
+
+    Reads the input stream in the consumer group 'dedupd' until SIGINT/SIGTERM, then finishes the
+    batch in hand, acknowledges it and exits 0 (a second signal exits at once). Start one per core,
+    on as many machines as you like: they share the work.
+    """
+    from dedupd.daemon.loop import Daemon
+
+    settings = settings_from(**opts)
+    try:
+        daemon = Daemon(settings)  # waits up to 60 s for Redis, logging each retry
+    except KeyboardInterrupt:
+        click.echo("dedupd: interrupted while connecting", err=True)
+        sys.exit(130)
+    daemon.install_signal_handlers()
+    sys.exit(daemon.run())
