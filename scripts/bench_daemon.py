@@ -32,7 +32,8 @@ def measure(corpus: Path, docs: int) -> dict[str, float]:
     sys.path.insert(0, str(HERE.parent / "tests"))
     from conftest import start_redis_server
 
-    from dedupd.daemon.loop import Daemon, tune_gc
+    from dedupd.daemon.loop import Daemon
+    from dedupd.daemon.upkeep import tune_gc
     from dedupd.server.connection import connect
     from dedupd.settings import load_settings
 

@@ -8,7 +8,7 @@ import random
 import redis
 from helpers import drain, make_daemon, push, text, variant
 
-from dedupd.daemon.loop import kept_length
+from dedupd.daemon.upkeep import kept_length
 from dedupd.index.keys import Keys
 
 

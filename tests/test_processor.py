@@ -215,14 +215,16 @@ def test_processing_failure_is_retried_then_dead_lettered(
         return real(entries, result, *rest)
 
     monkeypatch.setattr(daemon.processor, "_process_run", flaky)
-    daemon.claim.last = float("inf")  # no claim while draining: on a slow machine the first pass can outlast
+    daemon.redelivery.claim.last = float(
+        "inf"
+    )  # no claim while draining: on a slow machine the first pass can outlast
     drain(daemon)  # claim_idle_ms, and the entry would be claimed and dead-lettered before the check below
     assert pending(r) == 1 and dead(r) == []
     import time
 
     for _ in range(5):
         time.sleep(0.15)
-        daemon.claim.now()
+        daemon.redelivery.claim.now()
         daemon.iteration()
     assert pending(r) == 0
     assert [x[b"error"] for x in dead(r)] in ([b"processing_failed"], [b"max_deliveries"])
@@ -379,6 +381,6 @@ def test_the_in_flight_registry_stays_a_hashtable(r: redis.Redis, redis_url: str
     daemon = make_daemon(redis_url)
     daemon._next_batch()
     assert r.object("encoding", Keys().inflight) == b"hashtable" and r.hlen(Keys().inflight) == 21
-    daemon._recover_from = "0-0"
+    daemon.redelivery.recover()
     drain(daemon)
     assert r.hkeys(Keys().inflight) == [INFLIGHT_SENTINEL] and int(r.get(Keys().inflight_count)) == 0

@@ -94,7 +94,7 @@ def test_concurrent_upserts_of_one_id_leave_a_consistent_index(r: redis.Redis, r
     handle_at_once([(d1, b1), (d2, b2)])  # both have read the stored record before either writes
     time.sleep(0.15)  # idle longer than claim_idle_ms
     for d in (d1, d2):  # an entry left pending because its document changed meanwhile is processed again
-        d.claim.now()
+        d.redelivery.claim.now()
         drain(d)
     assert pending(r) == 0
     num = num_of(d1, "doc")

@@ -14,7 +14,7 @@ until the older one is applied (see planner.py). A daemon holding ``batch_size``
 nothing new until some are done. During a rebuild's switch the daemons pause (see generations.py).
 
 Overlap (``overlap_batches``, on by default): a batch's second half (verification, unions, alerts, evictions,
-its acknowledgement; processor.py's ``finish``) runs in a second thread (worker.py) while the main thread reads,
+its acknowledgement; processor.py's ``finish``) runs in a second thread (worker_thread.py) while the main thread reads,
 fingerprints and indexes the next batch (``start``), whose records and buckets are written once the batch in
 hand's evictions are (and its unions, when the next batch deletes documents). At most one batch is in that
 second half; a batch sharing a document with it, a claimed or recovered entry, waiting entries, a rebuild's
@@ -30,14 +30,12 @@ output streams' redelivery markers (``:seen``) are pruned by age on a timer, not
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 import os
 import signal
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -47,12 +45,14 @@ import redis
 
 from dedupd.daemon.batch import BatchResult, RawEntry, Started
 from dedupd.daemon.dead_letters import dead_letter
+from dedupd.daemon.deferred import Deferred
 from dedupd.daemon.entries import PROCESSING_FAILED, entry_bytes
 from dedupd.daemon.handoff import Handoff
 from dedupd.daemon.metrics import Metrics
-from dedupd.daemon.monitor import group_state
 from dedupd.daemon.processor import Processor
+from dedupd.daemon.redelivery import Redelivery
 from dedupd.daemon.stream import ConsumerStream, ensure_group
+from dedupd.daemon.upkeep import Every, bound_outputs, progress_line, prune_seen, tune_gc
 from dedupd.daemon.worker_thread import Worker
 from dedupd.index.docstate import sid
 from dedupd.index.gateway import RedisGateway, open_spec
@@ -77,54 +77,12 @@ _TRIM_EVERY_S = 0.2
 _RECONCILE_S = 2.0  # while entries wait and nothing is read: how often the in-flight registry is reconciled
 _DEFERRED_BLOCK_MS = 50
 _PROGRESS_S = 10.0  # how often serve logs a progress line at INFO
-GC_YOUNG = 50_000  # allocations between collections of the youngest generation (tune_gc)
 # Errors that say nothing about the entries of a batch: never a reason to fail or dead-letter an entry.
 _NOT_THE_ENTRY = (*RETRYABLE, redis.exceptions.NoPermissionError)
 
 
 def _not_the_entry(exc: BaseException) -> bool:
     return isinstance(exc, _NOT_THE_ENTRY) or is_transient(exc)
-
-
-class Every:
-    """A periodic task's clock: :meth:`due` is true at most once per ``seconds``."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.last = float("-inf")
-
-    def due(self) -> bool:
-        now = time.monotonic()
-        if now - self.last < self.seconds:
-            return False
-        self.last = now
-        return True
-
-    def now(self) -> None:
-        """Make the next :meth:`due` true."""
-        self.last = float("-inf")
-
-
-def kept_length(length: int, used_bytes: int, max_bytes: int) -> int | None:
-    """How many of a stream's ``length`` newest entries to keep so that it holds at most about 90 % of
-    ``max_bytes`` (entries of the average size); None when it is within its bound.
-
-    >>> kept_length(1000, 2_000_000, 1_000_000), kept_length(1000, 900_000, 1_000_000)
-    (450, None)
-    """
-    if used_bytes <= max_bytes or length == 0:
-        return None
-    return int(length * 0.9 * max_bytes / used_bytes)
-
-
-def tune_gc() -> None:
-    """Python's cyclic garbage collector, set for a batch loop: what start-up made (modules, compiled kernels,
-    tables) is frozen out of every later collection, and the youngest generation is collected every
-    ``GC_YOUNG`` allocations instead of 700 (a batch allocates tens of thousands of short-lived objects,
-    few of them in cycles: at 700 the collections cost 12 % of a flood's processing)."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(GC_YOUNG, 20, 20)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,17 +122,13 @@ class Daemon:
         self._serve(spec, gen)
         self.stopping = threading.Event()
         self._signals = 0
-        self._recover_from: str | None = (
-            "0-0"  # read our own pending entries first (a restart with the same name)
-        )
-        self._claimed: deque[str] = deque()  # claimed entry ids, read one at a time
-        self._claim_cursor = "0-0"
-        self.deferred: dict[str, RawEntry] = {}
+        self.redelivery = Redelivery(self.stream, settings)  # (our own pending entries first: a restart)
+        self.deferred = Deferred()
         self.in_hand: InHand | None = None  # the batch the worker finishes (overlap)
         self._worker = Worker(f"dedupd-finish-{self.consumer}")
         self.paused_for: int | None = None
         self.poll, self.beat = Every(_POLL_S), Every(max(1.0, settings.heartbeat_ttl_s / 3))
-        self.claim, self.trim = Every(settings.claim_idle_ms / 2000), Every(_TRIM_EVERY_S)
+        self.trim = Every(_TRIM_EVERY_S)
         self.touch, self.reconcile = Every(settings.claim_idle_ms / 3000), Every(_RECONCILE_S)
         self.prune_seen = Every(settings.seen_prune_s)
         self.totals = {"processed": 0, "alerts": 0, "dead": 0, "batches": 0}
@@ -305,7 +259,7 @@ class Daemon:
             if not _not_the_entry(again):
                 raise
             log.debug("the batch in hand failed too (%s)", again)
-        self._recover_from = "0-0"
+        self.redelivery.recover()
         self.processor.gateway.forget_roots()  # (a server restarted without its data gives ids out again)
         if "NOGROUP" not in str(exc):
             return
@@ -477,7 +431,7 @@ class Daemon:
         self, batch: list[RawEntry], result: BatchResult, started: float, acked: bool = False
     ) -> BatchResult:
         """Keep the batch's waiting entries, acknowledge the others (unless ``acked``), count."""
-        self._keep_deferred(batch, result)
+        self.deferred.keep(batch, result.deferred)
         if not acked:
             if self.settings.wait_replicas and result.ack:
                 wait_for_replicas(self.client, self.settings.wait_replicas, self.settings.wait_timeout_ms)
@@ -512,15 +466,6 @@ class Daemon:
                 # else left pending: claimed again after claim_idle_ms
         return result
 
-    def _keep_deferred(self, batch: list[RawEntry], result: BatchResult) -> None:
-        """Remember the entries that wait for an older entry of their document; forget the others."""
-        waiting = set(result.deferred)
-        for entry_id, fields in batch:
-            if entry_id in waiting:
-                self.deferred[entry_id] = (entry_id, fields)
-            else:
-                self.deferred.pop(entry_id, None)
-
     def _tend_deferred(self) -> None:
         """Keep deferred entries from being claimed (reset their idle time); while they wait and nothing new
         is read, keep the in-flight registry in step with the pending entries (a read does it otherwise)."""
@@ -535,19 +480,7 @@ class Daemon:
     def _prune_blockers(self) -> None:
         """Entries that wait: drop the in-flight records holding them back that are no longer pending (an
         entry deleted from the stream is acknowledged without its document, so its record stays)."""
-        docs: dict[str, str] = {}  # document id -> its oldest deferred entry
-        for entry_id, fields in self.deferred.values():
-            doc = self.stream.doc_field(fields).decode("utf-8", "replace")
-            if doc and (doc not in docs or sid(entry_id) < sid(docs[doc])):
-                docs[doc] = entry_id
-        names = list(docs)
-        flights = self.stream.inflight(names) if names else []
-        blockers = [
-            (o, doc)
-            for doc, flight in zip(names, flights, strict=True)
-            for o in flight
-            if sid(o) < sid(docs[doc]) and o not in self.deferred
-        ]
+        blockers = self.deferred.blockers(self.stream)
         if blockers and self.stream.prune(blockers):
             log.warning(
                 "in-flight records of entries no longer pending were removed (deleted from the stream?)"
@@ -581,24 +514,12 @@ class Daemon:
             self._heartbeat()
 
     def _next_batch(self) -> tuple[list[RawEntry], dict[str, int] | None]:
+        """The next batch: an entry read again (ours pending, or claimed), else new entries as room allows;
+        with the delivery counts of an entry read again."""
         s = self.settings
-        if self._recover_from is not None:
-            got = self._recover_own()
-            if got:
-                return got, self.stream.delivery_counts([got[0][0]])
-        if self._claimed:
-            got = self._claim_one()
-            if got:
-                return got, self.stream.delivery_counts([got[0][0]])
-        if self.claim.due():
-            claimed, self._claim_cursor = self.stream.autoclaim(
-                s.claim_idle_ms, self._claim_cursor, s.batch_size
-            )
-            claimed = [c for c in claimed if c not in self.deferred]
-            if claimed:
-                log.info("claimed %d idle pending entries", len(claimed))
-                self._claimed.extend(claimed)
-                return self._next_batch()
+        again = self.redelivery.next(self.deferred)
+        if again:
+            return again, self.stream.delivery_counts([again[0][0]])
         room = s.batch_max_bytes - self.held_bytes()
         if len(self.deferred) >= s.batch_size or room < s.max_entry_bytes:
             if self.in_hand is None:  # else no wait: the batch in hand is settled now, and makes room
@@ -607,64 +528,17 @@ class Daemon:
         block = min(s.block_ms, _DEFERRED_BLOCK_MS) if self.deferred else s.block_ms
         return self.stream.read_new(s.batch_size, block, room), None
 
-    def _recover_own(self) -> list[RawEntry]:
-        """The next of our own pending entries (one delivery more), acknowledging deleted ones."""
-        while self._recover_from is not None:
-            entries, gone = self.stream.read_own(self._recover_from, 1)
-            for entry_id in gone:
-                log.warning("pending entry %s was deleted from the stream; acknowledging it", entry_id)
-            self.stream.ack([(entry_id, {}) for entry_id in gone])
-            if entries:
-                self._recover_from = entries[0][0]
-                if entries[0][0] not in self.deferred:
-                    return entries
-            elif gone:
-                self._recover_from = gone[-1]
-            else:
-                self._recover_from = None
-        return []
-
-    def _claim_one(self) -> list[RawEntry]:
-        """Read the next claimed entry (one delivery more); empty when it was acknowledged meanwhile."""
-        while self._claimed:
-            entry_id = self._claimed.popleft()
-            entries, deleted = self.stream.claim(entry_id)
-            if entries:
-                return entries
-            if (
-                deleted
-            ):  # claimed, but deleted from the stream meanwhile (Redis 6.2 returns it without fields)
-                log.warning("claimed entry %s was deleted from the stream; acknowledging it", entry_id)
-                self.stream.ack([(entry_id, {})])
-        return []
-
     def _prune_seen(self) -> None:
-        """Forget redelivery markers older than seen_ttl_s on every output stream (a stream not written
-        for a while keeps them otherwise)."""
-        floor = int(time.time() * 1000) - self.settings.seen_ttl_s * 1000
-        for stream in (self.keys.alerts, self.keys.baskets, self.keys.dead):
-            self.client.zremrangebyscore(self.keys.seen(stream), "-inf", floor)
+        """Forget old redelivery markers on every output stream (upkeep.prune_seen)."""
+        prune_seen(self.client, self.keys, self.settings.seen_ttl_s)
 
     def _bound_outputs(self) -> None:
-        """Trim the output streams to their byte bounds (alerts_max_bytes, dead_max_bytes, baskets_max_bytes):
-        the oldest entries go, as with the count bounds."""
-        s = self.settings
-        for stream, bound in (
-            (self.keys.alerts, s.alerts_max_bytes),
-            (self.keys.dead, s.dead_max_bytes),
-            (self.keys.baskets, s.baskets_max_bytes),
-        ):
-            used = self.client.memory_usage(stream)
-            keep = kept_length(int(self.client.xlen(stream)), int(used or 0), bound)
-            if keep is not None:
-                self.client.xtrim(stream, maxlen=keep, approximate=True)
-                log.info(
-                    "trimmed %s to %d entries (%d bytes over its bound of %d)", stream, keep, used, bound
-                )
+        """Trim the output streams to their byte bounds (upkeep.bound_outputs)."""
+        bound_outputs(self.client, self.keys, self.settings)
 
     def held_bytes(self) -> int:
         """The size of the entries this daemon holds: the deferred ones and the batch in hand."""
-        waiting = sum(entry_bytes(fields) for _, fields in self.deferred.values())
+        waiting = self.deferred.held_bytes()
         return waiting + (self.in_hand.size if self.in_hand is not None else 0)
 
     def _log_progress(self) -> None:
@@ -674,16 +548,15 @@ class Daemon:
         self._reported = (now, done)
         if done == before and not self.deferred:
             return  # idle: nothing new to say
-        state = group_state(self.client, self.keys)
-        lag = "?" if state is None or state["lag"] is None else f"{state['lag']:,}"
         log.info(
-            "%s documents processed (%.0f/s), %s duplicates, %s dead letters, %d waiting, lag %s",
-            f"{done:,}",
-            (done - before) / max(now - then, 1e-9),
-            f"{self.totals['alerts']:,}",
-            f"{self.totals['dead']:,}",
-            len(self.deferred),
-            lag,
+            "%s",
+            progress_line(
+                self.client,
+                self.keys,
+                self.totals,
+                (done - before) / max(now - then, 1e-9),
+                len(self.deferred),
+            ),
         )
 
     def _heartbeat(self) -> None:
