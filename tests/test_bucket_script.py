@@ -12,7 +12,8 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dedupd.index.lua import BUCKETS, Op
+from dedupd.index.argv import Buckets
+from dedupd.index.lua import BUCKETS, REFUSED_BIT, Op
 
 REMEMBERED = "local v = kf and kf[field]"
 ORACLE = BUCKETS.replace(REMEMBERED, "local v = nil")
@@ -31,7 +32,7 @@ call = st.tuples(
 
 def arguments(
     prefix: str, docs: list[tuple[int, list[tuple[Op, int, int]]]], full: int, fresh: int
-) -> list[bytes]:
+) -> list[bytes | str]:
     """BUCKETS' ARGV on a single Redis (bucket hash names in one string, no record checks)."""
     ops, kidx, fields, ids = b"", b"", b"", b""
     for num, changes in docs:
@@ -43,7 +44,17 @@ def arguments(
         ops += Op.END.value
     names = [prefix + n for n in NAMES]
     ends = struct.pack("<3I", 0, len(names[0]), len(names[0]) + len(names[1]))
-    return [ops, kidx, fields, ids, b"", "".join(names).encode(), ends, b"%d" % full, b"2", b"%d" % fresh]
+    return Buckets(
+        ops=ops,
+        key_index=kidx,
+        fields=fields,
+        ids=ids,
+        names="".join(names),
+        ends=ends,
+        full=full,
+        crowd=2,
+        fresh=fresh,
+    ).argv()
 
 
 def state(r: redis.Redis, prefix: str) -> list[dict[bytes, bytes]]:
@@ -96,4 +107,4 @@ def test_refused_hits_keep_their_mark_in_every_packing(r: redis.Redis) -> None:
     _crowded(r, "a:")
     docs = [(n, [(Op.JOIN, h, f) for h in (0, 1) for f in (0, 1, 2)]) for n in range(1, 251)]
     reply = r.register_script(BUCKETS)(keys=[], args=arguments("a:", docs, 1000, 1))
-    assert _hits(reply) == [j if j <= 6 else j + (1 << 31) for j in range(1, 1501)]
+    assert _hits(reply) == [j if j <= 6 else j + REFUSED_BIT for j in range(1, 1501)]

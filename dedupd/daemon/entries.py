@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from dedupd.errors import InputError
+from dedupd.index.keys import DOC_FIELD, entry_doc
 
 MISSING_ID = "missing_id"
 ID_TOO_LONG = "id_too_long"
@@ -81,7 +82,8 @@ class Entry:
     size: int = 0  # the text's UTF-8 bytes after NFKC normalisation (what fingerprinting it takes)
 
 
-_KEYS = {name: name.encode() for name in ("op", "id", "text", "source", "items", "meta", "reply_to")}
+_KEYS = {name: name.encode() for name in ("op", "text", "source", "items", "meta", "reply_to")}
+_KEYS["id"] = DOC_FIELD
 
 
 def _text(fields: dict[bytes, bytes], name: str, limit: int, code_if_long: str) -> str | None:
@@ -90,6 +92,10 @@ def _text(fields: dict[bytes, bytes], name: str, limit: int, code_if_long: str) 
         return None
     if len(raw) > limit:
         raise InputError(code_if_long, f"field {name!r} has {len(raw)} bytes, more than the limit of {limit}")
+    return _decode(name, raw)
+
+
+def _decode(name: str, raw: bytes) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -152,9 +158,7 @@ def parse_entry(
             f"the entry has {size} bytes of field names and values, more than max_entry_bytes={max_entry_bytes}",
         )
     op = _op(fields)
-    doc_id = _text(fields, "id", max_id_bytes, ID_TOO_LONG)
-    if doc_id is None or doc_id == "":
-        raise InputError(MISSING_ID, "the entry has no non-empty 'id' field")
+    doc_id = _doc_id(fields, max_id_bytes)
     text = _text(fields, "text", max_doc_bytes, TOO_LARGE)
     if op is not Op.DELETE and text is None:
         raise InputError(MISSING_TEXT, f"op {op.value!r} needs a 'text' field")
@@ -173,6 +177,15 @@ def parse_entry(
     reply_to = _reply_to(fields, op)
     kept = text if op is not Op.DELETE else None
     return Entry(entry_id, op, doc_id, kept, source, items, meta, reply_to, grown)
+
+
+def _doc_id(fields: dict[bytes, bytes], max_id_bytes: int) -> str:
+    """The entry's document id (keys.entry_doc, the rule the in-flight registry applies too), as text."""
+    raw = entry_doc(fields, max_id_bytes)
+    if not raw:
+        _text(fields, "id", max_id_bytes, ID_TOO_LONG)  # raises when the field is there but too long
+        raise InputError(MISSING_ID, "the entry has no non-empty 'id' field")
+    return _decode("id", raw)
 
 
 def _op(fields: dict[bytes, bytes]) -> Op:

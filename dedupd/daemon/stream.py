@@ -22,9 +22,9 @@ from typing import Any
 import redis
 
 from dedupd.daemon.entries import CUT_FIELD
-from dedupd.index import lua
+from dedupd.index import argv, lua
 from dedupd.index.docstate import sid
-from dedupd.index.keys import GROUP, Keys
+from dedupd.index.keys import GROUP, Keys, entry_doc
 from dedupd.server.connection import RedisClient
 
 log = logging.getLogger(__name__)
@@ -118,12 +118,21 @@ class ConsumerStream:
 
     def doc_field(self, fields: dict[bytes, bytes]) -> bytes:
         """The document id under which an entry is recorded in flight (b'' when it has no acceptable id)."""
-        doc = fields.get(b"id", b"")
-        return doc if 0 < len(doc) <= self.max_id_bytes else b""
+        return entry_doc(fields, self.max_id_bytes)
 
     def _bounded(self, mode: str, start: str, count: int, budget: int) -> Any:
-        args: list[Any] = [GROUP, self.consumer, mode, start, count, budget, self.max_entry_bytes]
-        args += [self.keep_bytes, self.max_id_bytes, CUT_FIELD]
+        args = argv.read(
+            GROUP,
+            self.consumer,
+            mode,
+            start,
+            count,
+            budget,
+            self.max_entry_bytes,
+            self.keep_bytes,
+            self.max_id_bytes,
+            CUT_FIELD,
+        )
         return self._read(keys=self._stream_keys, args=args)
 
     def read_new(self, count: int, block_ms: int, budget: int | None = None) -> list[RawEntry]:
@@ -175,14 +184,12 @@ class ConsumerStream:
         """Acknowledge entries and take them out of the in-flight registry, atomically."""
         if not entries:
             return
-        args: list[Any] = [GROUP]
-        for entry_id, fields in entries:
-            args += [entry_id, self.doc_field(fields)]
+        args = argv.ack(GROUP, [(entry_id, self.doc_field(fields)) for entry_id, fields in entries])
         self._ack(keys=self._stream_keys, args=args)
 
     def inflight(self, doc_ids: list[str]) -> list[tuple[str, ...]]:
         """Each document's in-flight entries, with every entry delivered so far accounted for."""
-        args: list[Any] = [GROUP, self.max_id_bytes, RECONCILE_LIMIT, *doc_ids]
+        args = argv.lookup_inflight(GROUP, self.max_id_bytes, RECONCILE_LIMIT, doc_ids)
         found = self._lookup(keys=self._stream_keys, args=args)
         return [tuple(as_text(v).split()) if v else () for v in found]
 
@@ -190,10 +197,7 @@ class ConsumerStream:
         """Remove the in-flight records of (entry id, document id) pairs no longer pending; how many went."""
         if not blockers:
             return 0
-        args: list[Any] = [GROUP]
-        for entry_id, doc in blockers:
-            args += [entry_id, doc]
-        return int(self._prune(keys=self._stream_keys, args=args))
+        return int(self._prune(keys=self._stream_keys, args=argv.prune_inflight(GROUP, blockers)))
 
     def reconcile(self) -> None:
         """Bring the in-flight registry in step with the group's pending entries (when nothing is read)."""

@@ -3,7 +3,8 @@
 A :class:`DocWrite` says what one document does to its record and its band buckets. On a single Redis the
 whole batch is one call that checks and writes the records too (:class:`SingleEncoding`); on a Redis
 Cluster the records live in other slots, so they are checked and written first (one RECORD_CAS each:
-cluster_records.py) and the buckets go as one call per slot (:class:`ClusterEncoding`).
+cluster_records.py) and the buckets go as one call per slot (:class:`ClusterEncoding`). Both build a call's
+arguments with one builder, argv.Buckets (in the order scripts/buckets.lua names them).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from dedupd.index.lua import Op
-from dedupd.similarity.bounds import KEPT_PER_CLUSTER
+from dedupd.index import argv
+from dedupd.index.lua import REFUSED_BIT, Op
 from dedupd.similarity.hashing import U64Array
 from dedupd.similarity.lsh import column_bands, pad_rows
 
@@ -119,7 +120,7 @@ class Hits:
         document) among the call's ops ``rows``; ``first_write`` is the batch index of the ops' first write."""
         raw = np.frombuffer(positions, dtype="<u4").astype(np.int64)
         at = rows[(raw & _POSITION) - 1]
-        refused = (raw & _REFUSED) != 0
+        refused = (raw & REFUSED_BIT) != 0
         return Hits(ops.names, ops.name_of[at], ops.fields[at], ops.docs[at] + first_write, refused)
 
     @staticmethod
@@ -158,17 +159,10 @@ class Evictions:
     members: list[bytes]  # per cluster: the integer ids known to be in it (uint32 LE)
 
 
-def _bounds(full: int, fresh: int) -> list[bytes | str]:
-    """lua.BUCKETS's ARGV[8..10]: the members a bucket takes, the members of a cluster it keeps (a join of a
-    bucket holding as many is a hit), the new members it takes in one call."""
-    return [str(full), str(KEPT_PER_CLUSTER), str(fresh)]
-
-
 NO_HITS = Hits(
     [], np.zeros(0, np.int64), np.zeros(0, np.uint32), np.zeros(0, np.int64), np.zeros(0, np.bool_)
 )
-_REFUSED = 1 << 31  # a hit's position with this bit: the bucket refused the document (lua.BUCKETS)
-_POSITION = _REFUSED - 1
+_POSITION = REFUSED_BIT - 1  # a hit's position without the refused bit
 
 
 NamesOf = Callable[[npt.NDArray[np.int64], npt.NDArray[np.int64]], list[str]]  # (bands, shards) -> key names
@@ -218,19 +212,19 @@ class SingleEncoding:
         checks = [w for w in writes if w.expected is not None]
         ends = np.zeros(len(ops.names) + 1, dtype="<u4")
         np.cumsum([len(name) for name in ops.names], out=ends[1:])
-        args: list[bytes | str] = [
-            b"".join(ops.codes),
-            _u32(ops.name_of + 1),
-            ops.fields.tobytes(),
-            ops.ids.tobytes(),
-            _u32(np.arange(1, 1 + len(checks))),
-            "".join(ops.names),
-            ends.tobytes(),
-            *_bounds(full, fresh),
-        ]
-        for w in checks:
-            args += [w.expected or "", w.record or b""]
-        return [([record_key(w.num) for w in checks], args, np.arange(ops.docs.size, dtype=np.int64))]
+        args = argv.Buckets(
+            ops=b"".join(ops.codes),
+            key_index=_u32(ops.name_of + 1),
+            fields=ops.fields.tobytes(),
+            ids=ops.ids.tobytes(),
+            check_keys=_u32(np.arange(1, 1 + len(checks))),
+            names="".join(ops.names),
+            ends=ends.tobytes(),
+            full=full,
+            fresh=fresh,
+            checks=[(w.expected or "", w.record or b"") for w in checks],
+        )
+        return [([record_key(w.num) for w in checks], args.argv(), np.arange(ops.docs.size, dtype=np.int64))]
 
 
 class ClusterEncoding:
@@ -271,16 +265,14 @@ class ClusterEncoding:
             out.append(
                 (
                     [ops.names[u] for u in used.tolist()],
-                    [
-                        bytes(op_codes),
-                        _u32(local + 1),
-                        ops.fields[sel].tobytes(),
-                        ops.ids[sel].tobytes(),
-                        b"",
-                        b"",
-                        b"",
-                        *_bounds(full, fresh),
-                    ],
+                    argv.Buckets(
+                        ops=bytes(op_codes),
+                        key_index=_u32(local + 1),
+                        fields=ops.fields[sel].tobytes(),
+                        ids=ops.ids[sel].tobytes(),
+                        full=full,
+                        fresh=fresh,
+                    ).argv(),
                     sel.astype(np.int64),
                 )
             )

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dedupd.index import lua
+from dedupd.index import argv, lua
 from dedupd.index.buckets import DocWrite
 from dedupd.index.keys import Keys
 from dedupd.index.lua import Op
@@ -71,7 +71,9 @@ class ClusterRecords:
         for w in checked:
             op = w.check_op if w.check_op is not Op.CHECK_DELETE else Op.CHECK
             pipe.script(
-                self._cas, self._keys(w.num), [op.value, w.expected or "", w.record or b"", self._own_row(w)]
+                self._cas,
+                self._keys(w.num),
+                argv.record_cas(op, w.expected or "", w.record or b"", self._own_row(w)),
             )
         replies: Any = iter(pipe.execute() if checked else [])
         out: list[Left] = []
@@ -115,7 +117,7 @@ class ClusterRecords:
             if not ok or rows is None or not (w.delete or rows or self._own_row(w)):
                 continue
             version = record_entry_id(w.record) if w.record is not None else w.expected or ""
-            pipe.script(self._settle, self._keys(w.num), [version, "1" if w.delete else ""])
+            pipe.script(self._settle, self._keys(w.num), argv.record_settle(version, w.delete))
             n += 1
         if n:
             pipe.execute()

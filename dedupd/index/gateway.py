@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 from redis.cluster import RedisCluster
 
-from dedupd.index import lua, protocol, unionfind
+from dedupd.index import argv, lua, protocol, unionfind
 from dedupd.index.buckets import (
     BucketOps,
     ClusterEncoding,
@@ -212,11 +212,8 @@ class RedisGateway:
         in-flight entries (from the consumer's stream)."""
         if not requests:
             return []
-        args: list[str] = []
-        for doc_id, create, entry_id in requests:
-            args += ["a" if create else "g", doc_id, entry_id]
         keys = [self.keys.id_forward, self.keys.id_seq, self.keys.tombstones]
-        resolved: Any = self._resolve(keys=keys, args=args)
+        resolved: Any = self._resolve(keys=keys, args=argv.resolve_ids(requests))
         nums: list[int] = resolved[0::2]
         tombs: list[str | None] = [None] * len(nums)
         for i, raw in enumerate(resolved[1::2]):
@@ -383,15 +380,15 @@ class RedisGateway:
             sel = np.flatnonzero(slots == slot)
             used, local = np.unique(ev.key[sel], return_inverse=True)
             clusters, group = np.unique(ev.cluster[sel], return_inverse=True)
-            args: list[bytes | str] = [
+            args = argv.evict(
                 (local + 1).astype("<u4").tobytes(),
                 ev.field[sel].astype("<u4").tobytes(),
                 (group + 1).astype("<u4").tobytes(),
                 ev.doc[sel].astype("<u4").tobytes(),
-                str(KEPT_PER_CLUSTER),
-                str(self.bounds.bucket_members),
-                *(ev.members[c] for c in clusters.tolist()),
-            ]
+                KEPT_PER_CLUSTER,
+                self.bounds.bucket_members,
+                (ev.members[c] for c in clusters.tolist()),
+            )
             cast(ScriptPipeline, exchange).script(self._evict, [ev.names[u] for u in used.tolist()], args)
 
     def forget(self, deleted: Sequence[tuple[str, int, str]]) -> None:
@@ -400,9 +397,7 @@ class RedisGateway:
         tombstones, in one script call (serving generation only: a rebuild's generation shares the ids)."""
         if not deleted or not self.serving:
             return
-        args: list[Any] = [int(time.time() * 1000), self.tombstone_ttl_s * 1000]
-        for doc_id, num, entry_id in deleted:
-            args += [doc_id, num, entry_id]
+        args = argv.forget_ids(int(time.time() * 1000), self.tombstone_ttl_s * 1000, deleted)
         keys = [*self._uf, self.keys.id_forward, self.keys.tombstones, self.keys.tombstone_expiry]
         pipe = ScriptPipeline(self.client)
         pipe.script(self._forget, keys, args)
@@ -447,7 +442,7 @@ class RedisGateway:
 
     def _find_roots(self, nums: Sequence[int]) -> list[int]:
         """The roots, from the union-find in Redis (unionfind.FIND_ROOTS); kept as known."""
-        found = [int(x) for x in self._roots(keys=[self.keys.uf_parent], args=list(nums))]
+        found = [int(x) for x in self._roots(keys=[self.keys.uf_parent], args=argv.find_roots(nums))]
         self._known.learn([*zip(nums, found, strict=True), *((r, r) for r in found)])
         return found
 
@@ -468,9 +463,7 @@ class RedisGateway:
         if not entries:
             return
         stream = self.keys.reply(name)
-        args: list[Any] = [int(time.time() * 1000), maxlen, ttl_s * 1000]
-        for marker, pairs in entries:
-            args += [marker, len(pairs) // 2, *pairs]
+        args = argv.reply(int(time.time() * 1000), maxlen, ttl_s * 1000, entries)
         cast(ScriptPipeline, exchange).script(self._reply, [stream, self.keys.seen(stream)], args)
 
     # ----- outputs -----
@@ -480,9 +473,7 @@ class RedisGateway:
         """Queue one call appending each (input entry id, field/value list) to ``stream`` once per entry id."""
         if not entries:
             return
-        args: list[Any] = [int(time.time() * 1000), retention, ttl_s * 1000]
-        for marker, pairs in entries:
-            args += [marker, len(pairs) // 2, *pairs]
+        args = argv.emit_many(int(time.time() * 1000), retention, ttl_s * 1000, entries)
         cast(ScriptPipeline, exchange).script(self._emit, [stream, self.keys.seen(stream)], args)
 
     def union(
@@ -500,11 +491,7 @@ class RedisGateway:
             Per group, the root of the document's cluster after it, and the root each match had before
             (before the document joined: its earlier cluster); the names read.
         """
-        args: list[int | str] = []
-        for num, matches in groups:
-            args += [num, len(matches)]
-            for match in matches:
-                args += match
+        args = argv.union_roots(groups)
         keys = [*self._uf, self.keys.id_forward]
         names: dict[int, str] = {}
         if exchange is None:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from dedupd.errors import DedupdError
-from dedupd.index import lua
+from dedupd.index import argv, lua
 from dedupd.index.keys import Heartbeat, Keys, Meta
 from dedupd.server.connection import RedisClient
 from dedupd.similarity.spec import IndexSpec
@@ -109,7 +109,9 @@ class Generations:
         """
         outcome, detail = (
             _s(x) or ""
-            for x in self._begin(keys=self._keys[:2], args=[token, lease_ms, target.to_json(), mode, cut])
+            for x in self._begin(
+                keys=self._keys[:2], args=argv.rebuild_begin(token, lease_ms, target.to_json(), mode, cut)
+            )
         )
         p = self.keys.prefix
         if outcome == "none":
@@ -139,7 +141,7 @@ class Generations:
         Raises:
             RebuildError: when the rebuild was aborted (or taken over after its lease expired).
         """
-        if not self._renew(keys=self._keys[:2], args=[token, lease_ms]):
+        if not self._renew(keys=self._keys[:2], args=argv.rebuild_renew(token, lease_ms)):
             raise RebuildError(
                 "the rebuild was aborted (`dedupd rebuild --abort`) or its lease expired and "
                 "another rebuild took over; nothing was switched"
@@ -151,7 +153,7 @@ class Generations:
         Raises:
             RebuildError: when the rebuild was aborted.
         """
-        if not self._pause(keys=self._keys, args=[token, pause_ms, gen]):
+        if not self._pause(keys=self._keys, args=argv.rebuild_pause(token, pause_ms, gen)):
             raise RebuildError("the rebuild was aborted (`dedupd rebuild --abort`); nothing was switched")
 
     def switch(self, token: str) -> bool:
@@ -160,7 +162,7 @@ class Generations:
         Raises:
             RebuildError: when the rebuild was aborted.
         """
-        done = int(self._switch(keys=self._keys, args=[token]))
+        done = int(self._switch(keys=self._keys, args=argv.rebuild_switch(token)))
         if done == 0:
             raise RebuildError("the rebuild was aborted (`dedupd rebuild --abort`); nothing was switched")
         return done == 1

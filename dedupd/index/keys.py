@@ -3,8 +3,8 @@
 Document ids never appear in key names: each id is mapped to a small integer first, so an id
 cannot break a key name whatever it contains. Keys that a script touches together share a hash
 tag (``{...}``) so that they live in one Redis Cluster slot. The consumer group names, the fields of
-the meta hash and the heartbeat schema live here too: daemons, ``dedupd rebuild``, ``stats`` and
-``check`` read what the others write.
+the meta hash, the heartbeat schema and the input entry's document id field live here too: daemons,
+``dedupd rebuild``, ``stats`` and ``check`` read what the others write.
 """
 
 from __future__ import annotations
@@ -16,8 +16,21 @@ from typing import Any
 
 GROUP = "dedupd"  # the consumer group of the daemons on the input stream
 REBUILD_GROUP = "dedupd-rebuild"  # the group through which `dedupd rebuild` replays the input stream
-# a field of the in-flight hash that no document id can be (not UTF-8; see lua._REGISTRY)
+# a field of the in-flight hash that no document id can be (not UTF-8; see scripts/_registry.lua)
 INFLIGHT_SENTINEL = b"\xff\xfededupd"
+DOC_FIELD = b"id"  # the field of an input entry that names its document (scripts/_registry.lua, read.lua)
+
+
+def entry_doc(fields: dict[bytes, bytes], max_id_bytes: int) -> bytes:
+    """The document id of an input entry (its field map): the value of :data:`DOC_FIELD` when it is 1 to
+    ``max_id_bytes`` bytes long, else b'' (no acceptable id). The in-flight registry's scripts apply the same
+    rule (doc_of in scripts/_registry.lua); entries.parse_entry refuses an entry without one.
+
+    >>> entry_doc({b"id": b"42", b"text": b"hi"}, 8), entry_doc({b"id": b"123456789"}, 8), entry_doc({}, 8)
+    (b'42', b'', b'')
+    """
+    doc = fields.get(DOC_FIELD, b"")
+    return doc if 0 < len(doc) <= max_id_bytes else b""
 
 
 class Meta(StrEnum):

@@ -27,7 +27,7 @@ from dedupd.similarity.shingling import distinct32
 
 VERSION = 1  # signature and 32-bit fingerprints
 VERSION_HASHES = 2  # 64-bit shingle hashes only
-HEADER = struct.Struct("<BHIIIHHI")  # the scripts read the input entry id with the same format (lua.py)
+HEADER = struct.Struct("<BHIIIHHI")  # the scripts read the input entry id with it (scripts/_entry_of.lua)
 # position in the header of the signature length and of the id, tail and input entry id lengths
 HEADER_FIELDS = (
     "version",

@@ -308,11 +308,11 @@ class Producer:
         self.client = client
         self.keys = keys
         self.chunk = chunk
-        from dedupd.index.lua import (
-            XADD_MANY,  # here: the scripts (and numpy) cost a command that never pushes
-        )
+        from dedupd.index.argv import xadd_many_entry  # here: the scripts (and numpy) cost a command
+        from dedupd.index.lua import XADD_MANY  # that never pushes
 
         self._script = client.register_script(XADD_MANY)
+        self._entry = xadd_many_entry
         self._args: list[str] = []
         self._queued = 0
         self.pushed = 0
@@ -325,10 +325,7 @@ class Producer:
         return self._queued
 
     def add(self, fields: dict[str, str]) -> None:
-        args = self._args
-        args.append(str(len(fields)))
-        for kv in fields.items():
-            args += kv
+        self._args += self._entry(fields)
         self._queued += 1
         if self._queued >= self.chunk:
             self.flush()

@@ -1,0 +1,29 @@
+-- resolve_ids: document ids to integer ids, created on demand unless a newer delete's tombstone says no.
+--
+-- KEYS[1] FWD: the id map, document id -> integer id (keys.id_forward)
+-- KEYS[2] SEQ: the integer id counter (keys.id_seq)
+-- KEYS[3] TOMB: the tombstones, document id -> '<version> <n>' (keys.tombstones)
+-- ARGV[1..] requests: triples (mode, id, entry id), mode "a" = get or assign, "g" = get only
+--
+-- Returns per id: n (existing), -n (newly assigned), 0 (unknown: get only, or a tombstone at least as new as
+-- the entry), then the id's tombstone ('<version> <n>', '' = none). A deleted id is not re-created by an entry
+-- older than its delete.
+local FWD, SEQ, TOMB = KEYS[1], KEYS[2], KEYS[3]
+--#include _stream_id
+local out = {}
+for i = 1, #ARGV, 3 do
+  local mode, id, entry = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local n = redis.call('HGET', FWD, id)
+  local tomb = redis.call('HGET', TOMB, id) or ''
+  if n then
+    out[#out + 1] = tonumber(n)
+  elseif mode == 'a' and (tomb == '' or newer(entry, tomb)) then
+    n = redis.call('INCR', SEQ)
+    redis.call('HSET', FWD, id, n)
+    out[#out + 1] = -n
+  else
+    out[#out + 1] = 0
+  end
+  out[#out + 1] = tomb
+end
+return out

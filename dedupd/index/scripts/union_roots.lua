@@ -1,0 +1,50 @@
+-- union_roots: unions of documents with the clusters of their matches, once per distinct root (the root is the
+-- cluster's oldest document: union by smaller integer id; paths compressed). A match deleted meanwhile (another
+-- consumer's delete, between our read of its record and this call) whose node is gone or never was (its id no
+-- longer maps to it, and no node stays for it) joins nothing: it would come back as a node that no delete
+-- removes.
+--
+-- KEYS[1] UF: the union-find parent hash (keys.uf_parent)
+-- KEYS[2] KIDS: the children counts (keys.uf_children)
+-- KEYS[3] GONE: the deleted documents' nodes that stay (keys.uf_gone)
+-- KEYS[4] FLOOR: the highest integer id whose children are not counted (keys.uf_floor)
+-- KEYS[5] FWD: the id map, document id -> integer id (keys.id_forward)
+-- ARGV[1..] groups: "n k m1 id1 .. mk idk": union n with the cluster of each match m (its document id id)
+--
+-- Returns per group: the root of n's cluster after the group, then the root each m had before it, then the
+-- root n had before it.
+local UF, KIDS, GONE, FLOOR, FWD = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+--#include _uf_writes
+local function vanished(m, id)  -- (a node with a parent is there: no lookup)
+  return up(m) == m and counted(m) and redis.call('HGET', FWD, id) ~= m and not has_children(m)
+end
+local out = {}
+local i = 1
+while i <= #ARGV do
+  local n, k = ARGV[i], tonumber(ARGV[i + 1])
+  local roots, done, was = {}, {}, find(n)
+  for j = 1, k do
+    local m = ARGV[i + 2 * j]
+    if vanished(m, ARGV[i + 1 + 2 * j]) then
+      roots[j], done[m] = m, true
+    else
+      roots[j] = find(m)
+    end
+  end
+  for j = 1, k do
+    if not done[roots[j]] then
+      done[roots[j]] = true
+      local a, b = find(n), find(roots[j])
+      if a ~= b then
+        if tonumber(a) > tonumber(b) then a, b = b, a end
+        set_parent(b, a)
+      end
+    end
+  end
+  out[#out + 1] = tonumber(find(n))
+  for j = 1, k do out[#out + 1] = tonumber(roots[j]) end
+  out[#out + 1] = tonumber(was)
+  i = i + 2 + 2 * k
+end
+flush_children()
+return out
