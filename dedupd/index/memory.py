@@ -1,0 +1,357 @@
+"""The in-memory gateway of one index generation: :class:`MemoryGateway`, the twin of gateway.RedisGateway.
+
+It implements the :class:`~dedupd.index.protocol.Gateway` protocol on plain dicts and lists
+(memory_scripts.MemoryStore), so that a batch's stages run, and their decisions are tested, without a
+server. Each method does what RedisGateway's does on a single Redis, with the script it calls replaced by its
+twin in memory_scripts.py: records and buckets written in calls of ``APPLY_CHUNK`` documents (lua.BUCKETS),
+each later call's reads without the batch's new documents of the calls before it; evictions (lua.EVICT);
+ids, tombstones and the union-find (lua.RESOLVE_IDS, unionfind.py); outputs once per input entry id
+(lua.EMIT_MANY, lua.REPLY). The caches RedisGateway keeps in the process (record_cache.DecodedRecords,
+known_roots.KnownRoots) are kept the same way, so that the same batches give the same answers.
+
+An exchange queues closures and runs them, in order, on :meth:`MemoryExchange.execute`, as a pipeline
+sends its commands. Not modelled: Redis Cluster (its record checks in separate calls, cluster_records.py),
+the streams' approximate trimming (``MAXLEN ~``), the expiry of reply streams; stored records are kept as
+RedisGateway stores them (record.py's packed bytes), decoded on reading.
+
+Nothing here imports a Redis client (scripts/check_layers.py: FORBIDDEN).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from dedupd.index import memory_scripts as scripts
+from dedupd.index.buckets import DocWrite, Evictions, Hits, bucket_keys, bucket_ops
+from dedupd.index.docstate import DocState, sid
+from dedupd.index.keys import Keys
+from dedupd.index.known_roots import KnownRoots
+from dedupd.index.memory_scripts import MemoryStore
+from dedupd.index.protocol import NO_IDS, Applied, Emitted, Exchange, Packed, Prepared, RecordsRead, Unions
+from dedupd.index.record import Record, record_doc_id
+from dedupd.index.record_cache import DecodedRecords
+from dedupd.similarity.bounds import FRESH_PER_CALL, KEPT_PER_CLUSTER, Bounds
+from dedupd.similarity.fingerprint import Fingerprinter
+from dedupd.similarity.hashing import U64Array
+from dedupd.similarity.lsh import column_bands
+from dedupd.similarity.spec import IndexSpec
+
+if TYPE_CHECKING:
+    from dedupd.index.protocol import Gateway
+
+__all__ = ["APPLY_CHUNK", "MemoryExchange", "MemoryGateway", "MemoryStore", "MemoryWrites"]
+
+APPLY_CHUNK = 64  # documents per BUCKETS call: gateway.APPLY_CHUNK (a test holds them equal)
+
+
+class MemoryExchange:
+    """Calls queued to run together, in order (a pipeline's twin)."""
+
+    def __init__(self) -> None:
+        self._calls: list[Callable[[], Any]] = []
+
+    def __len__(self) -> int:
+        return len(self._calls)
+
+    def queue(self, call: Callable[[], Any]) -> None:
+        self._calls.append(call)
+
+    def execute(self) -> list[Any]:
+        """Run what is queued, in order; the replies."""
+        calls, self._calls = self._calls, []
+        return [call() for call in calls]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryWrites:
+    """A batch's writes, ready to apply (:meth:`MemoryGateway.prepare`)."""
+
+    writes: Sequence[DocWrite]
+
+
+def _tombstone(raw: str) -> tuple[str | None, int]:
+    """A tombstone '<version> <n>' as (version, the integer id it had); (None, 0) when there is none."""
+    if not raw:
+        return None, 0
+    version, _, num = raw.partition(" ")
+    return version, int(num or 0)
+
+
+def _cluster_name(num: int, record: bytes | None) -> str:
+    """A cluster's name: its root document's id, from the root's record; ``#n`` when it is gone."""
+    return record_doc_id(record) if record else f"#{num}"
+
+
+def _new_documents(writes: Sequence[DocWrite]) -> set[int]:
+    """The integer ids of the new documents ``writes`` add to buckets (gateway._new_documents): a later
+    BUCKETS call of the batch reads without them."""
+    return {w.num for w in writes if w.expected == "" and w.add.size and not w.rejoin}
+
+
+def _packed(ids: Sequence[int]) -> Packed:
+    return np.array(ids, dtype=np.uint32) if ids else NO_IDS
+
+
+class MemoryGateway:
+    """One generation of one index in memory: the :class:`~dedupd.index.protocol.Gateway` of a
+    :class:`MemoryStore` (a new one unless given: gateways sharing one see each other's writes, as processes
+    sharing a Redis do). ``clock`` gives the time in seconds (tombstone and marker expiry)."""
+
+    def __init__(
+        self,
+        keys: Keys,
+        spec: IndexSpec,
+        generation: int = 0,
+        serving: bool = True,
+        tombstone_ttl_s: int = 7 * 86400,
+        bounds: Bounds | None = None,
+        store: MemoryStore | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store if store is not None else MemoryStore()
+        self.bounds = bounds or Bounds()
+        self.keys = keys
+        self.spec = spec
+        self.generation = generation
+        self.serving = serving  # a generation being built by a rebuild never forgets ids nor emits
+        self.tombstone_ttl_s = tombstone_ttl_s
+        self.fingerprinter = Fingerprinter(spec, keep_shingles=spec.store_shingles)
+        self._clock = clock
+        self._shift = np.uint64(64 - spec.shard_bits)
+        self._key_cache: dict[tuple[int, int], str] = {}
+        self._decoded = DecodedRecords()
+        self._known = KnownRoots()
+
+    def record_key(self, num: int) -> str:
+        return self.keys.doc(num, self.generation)
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def stream(self, name: str) -> list[dict[bytes, bytes]]:
+        """The entries of a stream (``keys.alerts``, ``keys.reply(name)``, ...), as XRANGE reads them."""
+        return self.store.streams.get(name, [])
+
+    # ----- reading -----
+    def states(
+        self, requests: Sequence[tuple[str, bool, str]], flights: Sequence[tuple[str, ...]] | None = None
+    ) -> list[DocState]:
+        """The stored state of each (doc id, create, entry id): integer ids created for ``create`` (unless a
+        newer delete's tombstone says no), records and tombstones (RedisGateway.states)."""
+        if not requests:
+            return []
+        resolved = scripts.resolve_ids(self.store, requests)
+        nums = [n for n, _ in resolved]
+        tombs: list[str | None] = [None] * len(nums)
+        for i, (_, raw) in enumerate(resolved):
+            if raw:
+                tombs[i], tomb_num = _tombstone(raw)
+                if not nums[i] or sid(requests[i][2]) <= sid(tombs[i] or ""):
+                    nums[i] = tomb_num
+        records = self.load_records(n for n in nums if n > 0)
+        get, none = records.get, ()
+        return [
+            DocState(abs(n), get(n) if n > 0 else None, tombs[i], flights[i] if flights else none)
+            for i, n in enumerate(nums)
+        ]
+
+    def load_records(self, nums: Iterable[int]) -> dict[int, Record | None]:
+        """The records of ``nums``."""
+        return self.read_records(nums).records
+
+    def read_records(
+        self, nums: Iterable[int], ahead: Sequence[int] = (), held: Mapping[int, bytes | None] | None = None
+    ) -> RecordsRead:
+        """The records of ``nums`` (those ``held`` taken from it), with the stored bytes of every id read,
+        ``ahead`` read too when some record must be read (RedisGateway.read_records)."""
+        wanted = list(dict.fromkeys(nums))
+        if not wanted:
+            return RecordsRead({}, {})
+        kept: dict[int, bytes | None] = {}
+        extra: list[int] = []
+        if held is not None:
+            kept = {n: held[n] for n in wanted if n in held}
+            wanted = [n for n in wanted if n not in kept]
+            fetched = set(wanted)
+            extra = [n for n in dict.fromkeys(ahead) if n not in kept and n not in fetched]
+        read = wanted + extra if wanted else []
+        blobs = [self.store.records.get(self.record_key(n)) for n in read]
+        nums_read = [*kept, *wanted]
+        decoded = self._decoded.decode(nums_read, [*kept.values(), *blobs[: len(wanted)]], self.fingerprinter)
+        return RecordsRead(decoded, dict(zip(read, blobs, strict=True)))
+
+    def remember(self, num: int, blob: bytes, record: Record) -> None:
+        """Keep a record just written as read (record_cache.DecodedRecords.remember)."""
+        self._decoded.remember(num, blob, record)
+
+    def peek(self, bands: Sequence[U64Array]) -> list[Packed]:
+        """The integer ids in the buckets of each band-hash row (one per shared bucket), joining nothing."""
+        rows = [np.asarray(b, dtype=np.uint64) for b in bands]
+        if not rows:
+            return []
+        flat = np.concatenate(rows)
+        band = np.concatenate([column_bands(r.size, self.spec.bands) for r in rows])
+        names, name_of, fields = bucket_keys(band, flat, self._shift, self.spec.shard_bits, self._names)
+        found = iter(
+            self.store.buckets.get(names[at], {}).get(int(f), [])
+            for at, f in zip(name_of.tolist(), fields.tolist(), strict=True)
+        )
+        return [_packed([m for _ in range(r.size) for m in next(found)]) for r in rows]
+
+    def roots(self, nums: Sequence[int], fresh: bool = False) -> list[int]:
+        """The root of each document's cluster; unless ``fresh``, from the roots seen a moment ago when known
+        (RedisGateway.roots)."""
+        if not nums:
+            return []
+        if fresh:
+            return self._find_roots(nums)
+        seen = self._known.lookup(nums)
+        if None not in seen:
+            return cast(list[int], seen)
+        missing = list(dict.fromkeys(n for n, r in zip(nums, seen, strict=True) if r is None))
+        looked = dict(zip(missing, self._find_roots(missing), strict=True))
+        return [looked[n] if r is None else r for n, r in zip(nums, seen, strict=True)]
+
+    def _find_roots(self, nums: Sequence[int]) -> list[int]:
+        found = scripts.find_roots(self.store, nums)
+        self._known.learn([*zip(nums, found, strict=True), *((r, r) for r in found)])
+        return found
+
+    def cluster_names(self, roots: Sequence[int], known: Mapping[int, str]) -> list[str]:
+        """Each cluster's name: its root document's id (from ``known``, else read), ``#n`` when it is gone."""
+        read = {
+            n: _cluster_name(n, self.store.records.get(self.record_key(n))) for n in roots if n not in known
+        }
+        return [known[n] if n in known else read[n] for n in roots]
+
+    # ----- writing -----
+    def exchange(self) -> MemoryExchange:
+        return MemoryExchange()
+
+    def prepare(self, writes: Sequence[DocWrite]) -> MemoryWrites:
+        """The writes of a batch (nothing is written)."""
+        return MemoryWrites(writes)
+
+    def apply(self, prepared: Prepared) -> Applied:
+        """Apply prepared writes as RedisGateway does on a single Redis: one lua.BUCKETS call per
+        ``APPLY_CHUNK`` writes, in order. Per write the ids read in the buckets it joined (None when its
+        record had changed since it was read: nothing of it written); and the buckets joined that were there
+        already."""
+        writes = cast(MemoryWrites, prepared).writes
+        fresh = FRESH_PER_CALL if self.serving else 0
+        found: list[Packed | None] = []
+        hits: list[Hits] = []
+        for lo in range(0, len(writes), APPLY_CHUNK):
+            part = writes[lo : lo + APPLY_CHUNK]
+            ops = bucket_ops(part, self.spec.bands, self._shift, self.spec.shard_bits, self._names, True)
+            if ops is None:  # nothing to send: nothing read
+                found += [NO_IDS] * len(part)
+                continue
+            call = scripts.BucketsCall(self.store, self.bounds.bucket_members, KEPT_PER_CLUSTER, fresh)
+            reads, positions = call.run(ops, part, self.record_key)
+            rows = np.arange(ops.docs.size, dtype=np.int64)
+            hits.append(Hits.of(ops, rows, np.array(positions, dtype="<u4").tobytes(), lo))
+            new = _new_documents(writes[:lo])
+            found += [None if r is None else _packed([m for m in r if m not in new]) for r in reads]
+        return found, Hits.join(hits)
+
+    def forget(self, deleted: Sequence[tuple[str, int, str]]) -> None:
+        """Deleted documents (doc id, integer id or 0, the delete's entry id): ids, union-find nodes,
+        tombstones (serving generation only)."""
+        if not deleted or not self.serving:
+            return
+        scripts.forget_ids(self.store, deleted, self._now_ms(), self.tombstone_ttl_s * 1000)
+        self._known.forget(num for _, num, _ in deleted)
+
+    def created(self, nums: Sequence[int]) -> None:
+        """Documents a batch has just created: each its own root until unions take it in."""
+        self._known.created(nums)
+
+    def forget_roots(self) -> None:
+        """Forget every root known."""
+        self._known.clear()
+
+    def evict(self, exchange: Exchange, ev: Evictions) -> None:
+        """Queue lua.EVICT's twin for the rows of ``ev``."""
+        if ev.key.size:
+            full = self.bounds.bucket_members
+            cast(MemoryExchange, exchange).queue(
+                partial(scripts.evict, self.store, ev, KEPT_PER_CLUSTER, full)
+            )
+
+    def union(
+        self,
+        groups: Sequence[tuple[int, Sequence[tuple[int, str]]]],
+        exchange: Exchange | None = None,
+        unnamed: Iterable[int] = (),
+    ) -> Unions:
+        """Union each document with its matches, after what ``exchange`` holds; the records of the
+        ``unnamed`` roots read before the unions, for their names (RedisGateway.union)."""
+        names: dict[int, str] = {}
+        if exchange is None:
+            reply = scripts.union_roots(self.store, groups)
+        else:
+            pipe = cast(MemoryExchange, exchange)
+            wanted = list(dict.fromkeys(unnamed))
+            first = len(pipe)
+            for n in wanted:
+                pipe.queue(partial(self.store.records.get, self.record_key(n)))
+            pipe.queue(partial(scripts.union_roots, self.store, groups))
+            replies = pipe.execute()
+            reply = replies[-1]
+            names = dict(zip(wanted, map(_cluster_name, wanted, replies[first:-1]), strict=True))
+        out: list[tuple[int, list[int]]] = []
+        done: list[tuple[int, int, list[int], int, list[int]]] = []
+        at = 0
+        for num, matches in groups:
+            k = len(matches)
+            root, before = reply[at], reply[at + 1 : at + 1 + k]
+            out.append((root, before))
+            done.append((num, reply[at + 1 + k], [m for m, _ in matches], root, before))
+            at += 2 + k
+        self._known.learn_unions(done)
+        return Unions(out, names)
+
+    def emit(
+        self, exchange: Exchange, stream: str, retention: int, ttl_s: int, entries: Sequence[Emitted]
+    ) -> None:
+        """Queue appending each (input entry id, field/value list) to ``stream`` once per entry id (no
+        trimming to ``retention``)."""
+        if entries:
+            now, seen = self._now_ms(), self.keys.seen(stream)
+            call = partial(scripts.emit, self.store, stream, seen, now, ttl_s * 1000, entries)
+            cast(MemoryExchange, exchange).queue(call)
+
+    def reply(
+        self, exchange: Exchange, name: str, maxlen: int, ttl_s: int, entries: Sequence[Emitted]
+    ) -> None:
+        """Queue the verdicts of one reply stream, once per query entry (no trimming, no expiry)."""
+        self.emit(exchange, self.keys.reply(name), maxlen, ttl_s, entries)
+
+    def count(self, counts: Mapping[str, int]) -> None:
+        """Add to the index's counters; zeros are left out."""
+        for name, n in counts.items():
+            if n:
+                self.store.counters[name] = self.store.counters.get(name, 0) + n
+
+    # ----- key names -----
+    def _names(self, band_of: npt.NDArray[np.int64], shard_of: npt.NDArray[np.int64]) -> list[str]:
+        """Bucket hash key names (Keys.buckets), cached."""
+        out = []
+        for b, sh in zip(band_of.tolist(), shard_of.tolist(), strict=True):
+            key = self._key_cache.get((b, sh))
+            if key is None:
+                key = self._key_cache[(b, sh)] = self.keys.buckets(self.generation, b, sh)
+            out.append(key)
+        return out
+
+
+if TYPE_CHECKING:
+    _gateway: type[Gateway] = MemoryGateway  # mypy: a MemoryGateway is a Gateway

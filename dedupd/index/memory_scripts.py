@@ -1,0 +1,379 @@
+"""The index's server-side scripts in Python on plain dicts and lists: twins of lua.BUCKETS, lua.EVICT,
+lua.RESOLVE_IDS, lua.EMIT_MANY/REPLY and unionfind.UNION_ROOTS/FIND_ROOTS/FORGET_IDS, for index/memory.py.
+
+:class:`MemoryStore` is what a Redis server of one index holds (each field names the key of keys.py it stands
+for); each function does to it what one call of its script does to Redis, step by step in the script's order
+(the same reads, the same edge cases), so that a batch's decisions come out the same without a server. What
+the scripts do for speed only (lua.BUCKETS's table of bucket values read in the call, the union-find's view
+of its parent hash) is left out: it never changes what they answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dedupd.index.buckets import BucketOps, DocWrite, Evictions
+from dedupd.index.lua import Op
+from dedupd.index.record import record_entry_id
+
+REFUSED = 1 << 31  # a hit's position with this bit: the bucket refused the document (lua.BUCKETS)
+_JOIN, _REJOIN, _LEAVE, _END = (op.value[0] for op in (Op.JOIN, Op.REJOIN, Op.LEAVE, Op.END))
+_WRITE, _DELETE = Op.CHECK_WRITE.value[0], Op.CHECK_DELETE.value[0]
+_SID = re.compile(r"(\d+)-(\d+)")
+
+
+@dataclass(slots=True)
+class MemoryStore:
+    """What the Redis server of one index (one prefix) holds, as plain values; shared by the gateways of its
+    generations and consumers as the server is."""
+
+    records: dict[str, bytes] = field(default_factory=dict)  # Keys.doc -> packed record (record.py)
+    buckets: dict[str, dict[int, list[int]]] = field(default_factory=dict)  # Keys.buckets -> field -> ids
+    ids: dict[str, int] = field(default_factory=dict)  # Keys.id_forward
+    seq: int = 0  # Keys.id_seq
+    tombstones: dict[str, str] = field(default_factory=dict)  # Keys.tombstones: '<entry id> <n>'
+    tombstone_expiry: dict[str, int] = field(default_factory=dict)  # Keys.tombstone_expiry (ms)
+    parent: dict[int, int] = field(default_factory=dict)  # Keys.uf_parent
+    children: dict[int, int] = field(default_factory=dict)  # Keys.uf_children
+    gone: set[int] = field(default_factory=set)  # Keys.uf_gone
+    floor: int = 0  # Keys.uf_floor (unionfind.SET_FLOOR of a new index)
+    streams: dict[str, list[dict[bytes, bytes]]] = field(default_factory=dict)  # entries as XRANGE reads them
+    seen: dict[str, dict[str, int]] = field(default_factory=dict)  # Keys.seen(stream): marker -> ms
+    counters: dict[str, int] = field(default_factory=dict)  # Keys.counters
+
+
+def _sid(s: str) -> tuple[int, int]:
+    """lua.STREAM_ID's sid: 'ms-seq' (or a tombstone 'ms-seq n') as numbers, (0, 0) when it is none."""
+    m = _SID.match(s)
+    return (int(m[1]), int(m[2])) if m else (0, 0)
+
+
+def _entry_of(blob: bytes | None) -> str:
+    """lua.ENTRY_OF: a stored record's input entry id, '' when there is none."""
+    return "" if blob is None else record_entry_id(blob)
+
+
+# ----- lua.BUCKETS -----
+class BucketsCall:
+    """One lua.BUCKETS call on a single Redis (records checked in it): :meth:`run` answers what the script
+    returns, per write its read (None for '!') and the hits' positions (1-based among the bucket ops, the top
+    bit for a refused JOIN)."""
+
+    def __init__(self, store: MemoryStore, full: int, crowd: int, fresh: int) -> None:
+        self.store, self.full, self.crowd, self.fresh = store, full, crowd, fresh
+        self.before: dict[tuple[str, int], int] = {}  # bucket -> members it had before this call
+        self.hits: list[int] = []
+
+    def run(
+        self, ops: BucketOps, writes: Sequence[DocWrite], record_key: Callable[[int], str]
+    ) -> tuple[list[list[int] | None], list[int]]:
+        checks = [w for w in writes if w.expected is not None]
+        out: list[list[int] | None] = []
+        acc: list[int] = []
+        j = c = 0
+        skip = False
+        for op in b"".join(ops.codes):
+            if op in (_JOIN, _REJOIN, _LEAVE):
+                j += 1
+                if not skip:
+                    key, at = ops.names[int(ops.name_of[j - 1])], int(ops.fields[j - 1])
+                    num = int(ops.ids[j - 1])
+                    if op == _LEAVE:
+                        self._leave(key, at, num)
+                    else:
+                        acc += self._join(key, at, num, op == _JOIN, j)
+            elif op == _END:
+                out.append(None if skip else acc)
+                acc, skip = [], False
+            else:
+                w = checks[c]
+                c += 1
+                skip = not self._check(op, record_key(w.num), w.expected or "", w.record or b"")
+        return out, self.hits
+
+    def _check(self, op: int, key: str, expected: str, record: bytes) -> bool:
+        """A CHECK* op: False when the record changed since it was read (nothing of the document is written)."""
+        records = self.store.records
+        if _entry_of(records.get(key)) != expected:
+            return False
+        if op == _WRITE:
+            records[key] = record
+        elif op == _DELETE:
+            records.pop(key, None)
+        return True
+
+    def _join(self, key: str, at: int, num: int, join: bool, j: int) -> list[int]:
+        """A JOIN (``join``) or REJOIN op, the ``j``-th bucket op: what it reads."""
+        bucket = self.store.buckets.setdefault(key, {})
+        v = bucket.get(at)
+        if v is None:  # HSETNX made the bucket: nothing read, no hit
+            bucket[at] = [num]
+            return []
+        pos = v.index(num) if num in v else None
+        old = self.before.setdefault((key, at), len(v))
+        refused = (
+            pos is None and join and len(v) < self.full and self.fresh > 0 and len(v) - old >= self.fresh
+        )
+        if refused:
+            self.hits.append(j + REFUSED)
+        elif len(v) >= self.crowd:
+            self.hits.append(j)
+        if (
+            pos is not None
+        ):  # already in it: JOIN reads the others, REJOIN only the ones that joined before it
+            return v[:pos] + v[pos + 1 :] if join else v[:pos]
+        if join:  # the members it had before this call
+            read = v[:old]
+            if len(v) < self.full and not refused:
+                v.append(num)
+            return read
+        read = [m for m in v if m < num]  # REJOIN of a document no longer in it: only the older ids
+        if len(v) < self.full:
+            v.append(num)
+        return read
+
+    def _leave(self, key: str, at: int, num: int) -> None:
+        bucket = self.store.buckets.get(key)
+        v = bucket.get(at) if bucket is not None else None
+        if bucket is None or v is None or num not in v:
+            return
+        pos = v.index(num)
+        rest = v[:pos] + v[pos + 1 :]
+        if rest:
+            bucket[at] = rest
+        else:
+            del bucket[at]
+            if not bucket:  # (Redis deletes an empty hash)
+                del self.store.buckets[key]
+        old = self.before.get((key, at))
+        if old is None:
+            self.before[(key, at)] = len(rest)
+        elif pos < old:
+            self.before[(key, at)] = old - 1
+
+
+# ----- lua.EVICT -----
+def evict(store: MemoryStore, ev: Evictions, keep: int, full: int) -> int:
+    """One lua.EVICT call with the rows of ``ev`` (in order); how many members left."""
+    groups: list[tuple[str, int, int, list[int]]] = []  # (bucket hash, field, cluster, held) runs of rows
+    for k, f, g, d in zip(
+        ev.key.tolist(), ev.field.tolist(), ev.cluster.tolist(), ev.doc.tolist(), strict=True
+    ):
+        name = ev.names[k]
+        if not groups or groups[-1][:3] != (name, f, g):
+            groups.append((name, f, g, []))
+        groups[-1][3].append(d)
+    sets = [set(np.frombuffer(m, dtype="<u4").tolist()) for m in ev.members]
+    return sum(_settle(store, name, f, sets[g], held, keep, full) for name, f, g, held in groups)
+
+
+def _settle(
+    store: MemoryStore, key: str, at: int, members: set[int], held: list[int], keep: int, full: int
+) -> int:
+    """lua.EVICT's settle of one bucket and cluster; how many left."""
+    v = store.buckets.get(key, {}).get(at)
+    if v is None:
+        return 0
+    known: list[int] = []
+    seen: set[int] = set()
+    for m in [*(m for m in v if m in members), *held]:
+        if m not in seen:
+            known.append(m)
+            seen.add(m)
+    if len(known) > keep:  # the keep newest first, by selection as the script does
+        for i in range(keep):
+            top = max(range(i, len(known)), key=lambda k: (known[k], -k))
+            known[i], known[top] = known[top], known[i]
+    kept = set(known[:keep])
+    out = [m for m in v if m not in seen or m in kept]
+    left = len(v) - len(out)
+    present = set(out)
+    for m in known[:keep]:
+        if m not in present and len(out) < full:
+            out.append(m)
+    if out != v:
+        store.buckets[key][at] = out
+    return left
+
+
+# ----- lua.RESOLVE_IDS, lua.EMIT_MANY / lua.REPLY -----
+def resolve_ids(store: MemoryStore, requests: Sequence[tuple[str, bool, str]]) -> list[tuple[int, str]]:
+    """Per (doc id, create, entry id): n (existing), -n (newly assigned), 0 (unknown); and its tombstone."""
+    out = []
+    for doc_id, create, entry in requests:
+        n = store.ids.get(doc_id)
+        tomb = store.tombstones.get(doc_id, "")
+        if n is None and create and (tomb == "" or _sid(entry) > _sid(tomb)):
+            store.seq += 1
+            store.ids[doc_id] = store.seq
+            n = -store.seq
+        out.append((n or 0, tomb))
+    return out
+
+
+def encode(value: Any) -> bytes:
+    """A script argument as redis-py sends it (and a stream stores it)."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return repr(value).encode()
+    raise TypeError(f"cannot send {value!r}")
+
+
+def emit(
+    store: MemoryStore, stream: str, seen_key: str, now: int, ttl_ms: int, entries: Sequence[Any]
+) -> int:
+    """Append each (marker, field/value list) once per marker; markers older than ``ttl_ms`` expire."""
+    seen = store.seen.setdefault(seen_key, {})
+    n = 0
+    for marker, pairs in entries:
+        if marker not in seen:
+            raw = [encode(x) for x in pairs]
+            store.streams.setdefault(stream, []).append(dict(zip(raw[::2], raw[1::2], strict=True)))
+            seen[marker] = now
+            n += 1
+    for m in [m for m, t in seen.items() if t <= now - ttl_ms]:
+        del seen[m]
+    return n
+
+
+# ----- unionfind.py -----
+def find_roots(store: MemoryStore, nums: Sequence[int]) -> list[int]:
+    """unionfind.FIND_ROOTS: the root of each (read only)."""
+    return [_walk(store.parent, n)[0] for n in nums]
+
+
+def _walk(parent: dict[int, int], x: int) -> tuple[int, list[int]]:
+    root, path = x, []
+    for _ in range(100000):
+        p = parent.get(root, root)
+        if p == root:
+            break
+        path.append(root)
+        root = p
+    return root, path
+
+
+class UnionFind:
+    """unionfind._WRITES: the union-find as one script call changes it (children counted as it goes)."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.s = store
+        self.added: dict[int, int] = {}  # children counted by this call, not yet in store.children
+
+    def up(self, x: int) -> int:
+        return self.s.parent.get(x, x)
+
+    def counted(self, x: int) -> bool:
+        return x > self.s.floor
+
+    def has_children(self, n: int) -> bool:
+        return n in self.added or n in self.s.children
+
+    def flush_children(self) -> None:
+        for p, d in self.added.items():
+            self.s.children[p] = self.s.children.get(p, 0) + d
+        self.added = {}
+
+    def lost_child(self, p: int) -> None:
+        """p lost a child: a deleted document's node left without children goes, its parent loses one, ..."""
+        s = self.s
+        while self.counted(p):
+            left = s.children.get(p, 0) + self.added.pop(p, 0) - 1
+            if left > 0:
+                s.children[p] = left
+                return
+            s.children.pop(p, None)
+            if p not in s.gone:  # a live document's node: it stays
+                return
+            s.gone.discard(p)
+            q = self.up(p)
+            if q == p:
+                return
+            del s.parent[p]
+            p = q
+
+    def set_parent(self, x: int, p: int) -> None:
+        old = self.up(x)
+        if old == p:
+            return
+        self.s.parent[x] = p
+        if self.counted(p):
+            self.added[p] = self.added.get(p, 0) + 1
+        if old != x:
+            self.lost_child(old)
+
+    def find(self, x: int) -> int:
+        root, path = _walk(self.s.parent, x)
+        for node in reversed(path[:-1]):
+            self.set_parent(node, root)
+        return root
+
+    def forget_node(self, n: int) -> None:
+        if not self.counted(n):
+            return
+        if self.has_children(n):
+            self.s.gone.add(n)
+            return
+        p = self.up(n)
+        if p == n:
+            return
+        del self.s.parent[n]
+        self.lost_child(p)
+
+    def vanished(self, m: int, doc_id: str) -> bool:
+        """A match deleted meanwhile, its node gone or never there: it joins nothing."""
+        s = self.s
+        return self.up(m) == m and self.counted(m) and s.ids.get(doc_id) != m and not self.has_children(m)
+
+
+def union_roots(store: MemoryStore, groups: Sequence[tuple[int, Sequence[tuple[int, str]]]]) -> list[int]:
+    """unionfind.UNION_ROOTS: per group the root after it, the root each match had before, the root n had."""
+    uf = UnionFind(store)
+    out: list[int] = []
+    for n, matches in groups:
+        was = uf.find(n)
+        roots: list[int] = []
+        done: set[int] = set()
+        for m, doc_id in matches:
+            if uf.vanished(m, doc_id):
+                roots.append(m)
+                done.add(m)
+            else:
+                roots.append(uf.find(m))
+        for r in roots:
+            if r not in done:
+                done.add(r)
+                a, b = uf.find(n), uf.find(r)
+                if a != b:
+                    uf.set_parent(max(a, b), min(a, b))
+        out += [uf.find(n), *roots, was]
+    uf.flush_children()
+    return out
+
+
+def forget_ids(store: MemoryStore, deleted: Sequence[tuple[str, int, str]], now: int, ttl_ms: int) -> int:
+    """unionfind.FORGET_IDS: forget each (doc id, n, delete's entry id), its node, leave its tombstone;
+    expired tombstones go (at most 256). Returns how many expired."""
+    uf = UnionFind(store)
+    for doc_id, n, entry in deleted:
+        if n != 0 and store.ids.get(doc_id) == n:
+            del store.ids[doc_id]
+            uf.forget_node(n)
+        tomb = store.tombstones.get(doc_id)
+        if tomb is None or _sid(entry) > _sid(tomb):
+            store.tombstones[doc_id] = f"{entry} {n}"
+            store.tombstone_expiry[doc_id] = now + ttl_ms
+    old = sorted((t, d) for d, t in store.tombstone_expiry.items() if t <= now)[:256]
+    for _, doc_id in old:
+        store.tombstones.pop(doc_id, None)
+        del store.tombstone_expiry[doc_id]
+    uf.flush_children()
+    return len(old)
