@@ -20,7 +20,6 @@ from helpers import text, variant
 from dedupd.daemon.batch import BatchResult, RawEntry
 from dedupd.daemon.processor import Processor
 from dedupd.index import gateway as redis_gateway
-from dedupd.index import memory
 from dedupd.index.gateway import RedisGateway
 from dedupd.index.keys import Keys
 from dedupd.index.memory import MemoryGateway
@@ -357,10 +356,6 @@ def test_the_twin_holds_what_redis_holds(r: redis.Redis, case: str) -> None:
     CASES[case](twin)
     CASES[case](real)
     assert twin.snapshot() == real.snapshot()
-
-
-def test_apply_chunk_is_the_gateways() -> None:
-    assert memory.APPLY_CHUNK == redis_gateway.APPLY_CHUNK
 
 
 def test_the_twin_imports_no_redis() -> None:

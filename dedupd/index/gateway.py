@@ -40,7 +40,7 @@ from dedupd.index.cluster_records import ClusterRecords
 from dedupd.index.docstate import DocState, sid
 from dedupd.index.keys import Keys, Meta
 from dedupd.index.known_roots import KnownRoots
-from dedupd.index.protocol import NO_IDS, Applied, Emitted, Exchange, Packed, RecordsRead, Unions
+from dedupd.index.protocol import APPLY_CHUNK, NO_IDS, Applied, Emitted, Exchange, Packed, RecordsRead, Unions
 from dedupd.index.record import Record, record_doc_id
 from dedupd.index.record_cache import DecodedRecords
 from dedupd.server.connection import RedisClient, ScriptPipeline, is_cluster
@@ -51,8 +51,6 @@ from dedupd.similarity.lsh import column_bands
 from dedupd.similarity.spec import IndexSpec
 
 __all__ = ["APPLY_CHUNK", "NO_IDS", "Emitted", "Packed", "PackedWrites", "RedisGateway", "open_spec"]
-
-APPLY_CHUNK = 64  # documents per BUCKETS call (one 256-document script took 30-70 ms; 128 up to 46)
 
 
 def open_spec(client: RedisClient, keys: Keys, spec: IndexSpec) -> tuple[IndexSpec, int]:

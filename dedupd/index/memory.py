@@ -34,7 +34,17 @@ from dedupd.index.docstate import DocState, sid
 from dedupd.index.keys import Keys
 from dedupd.index.known_roots import KnownRoots
 from dedupd.index.memory_scripts import MemoryStore
-from dedupd.index.protocol import NO_IDS, Applied, Emitted, Exchange, Packed, Prepared, RecordsRead, Unions
+from dedupd.index.protocol import (
+    APPLY_CHUNK,
+    NO_IDS,
+    Applied,
+    Emitted,
+    Exchange,
+    Packed,
+    Prepared,
+    RecordsRead,
+    Unions,
+)
 from dedupd.index.record import Record, record_doc_id
 from dedupd.index.record_cache import DecodedRecords
 from dedupd.similarity.bounds import FRESH_PER_CALL, KEPT_PER_CLUSTER, Bounds
@@ -47,8 +57,6 @@ if TYPE_CHECKING:
     from dedupd.index.protocol import Gateway
 
 __all__ = ["APPLY_CHUNK", "MemoryExchange", "MemoryGateway", "MemoryStore", "MemoryWrites"]
-
-APPLY_CHUNK = 64  # documents per BUCKETS call: gateway.APPLY_CHUNK (a test holds them equal)
 
 
 class MemoryExchange:
