@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dedupd.daemon.alert import Alert
 from dedupd.daemon.entries import CUT_FIELD, DOC_TOO_LARGE, MAX_DELIVERIES, Entry, Op, parse_entry
 from dedupd.daemon.planner import Action, Step, byte_runs, doc_write, plan, unique_runs
 from dedupd.errors import DedupdError, InputError
@@ -56,7 +57,6 @@ RawEntry = tuple[str, dict[bytes, bytes]]
 InFlight = Callable[[list[str]], list[tuple[str, ...]]]  # document ids -> their in-flight entry ids
 DeadLetter = tuple[RawEntry, str, str]  # the entry, its error code, the detail
 _WORDS = re.compile(r"\w+")
-_quoted = json.encoder.encode_basestring_ascii  # a str as json.dumps quotes it (ensure_ascii)
 PHRASE_WORDS = 3  # words per phrase of a ``baskets = "phrases"`` basket
 MAX_PHRASES = 1000  # distinct phrases a document's basket holds at most (its first ones)
 _MAX_ATTEMPTS = 8
@@ -142,37 +142,6 @@ def too_large(record: bytes | None, max_stored_bytes: int) -> str | None:
 
 class ConcurrentUpdateError(DedupdError):
     """Documents kept changing under concurrent updates (the batch is retried later)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Alert:
-    """A verified duplicate: the fields of one alerts-stream entry."""
-
-    doc_id: str
-    matches: Sequence[Found]  # best first: (id, similarity, integer id)
-    cluster: str
-    input: str
-    verify: str
-    source: str | None
-    meta: str | None
-
-    def fields(self) -> list[str]:
-        """The fields as one flat name/value list (what the alerts stream's entry holds), ``matches`` written
-        as ``json.dumps`` writes it (ids quoted and escaped by json's own encoder, similarities rounded).
-
-        >>> a = Alert("b", [("a", 0.912345, 1), ('q"é', 0.8, 2)], "a", "1-0", "exact", None, None)
-        >>> a.fields()[6:8] == ["matches", json.dumps([["a", 0.9123], ['q"é', 0.8]])]
-        True
-        """
-        best, sim, _ = self.matches[0]
-        matches = ", ".join(f"[{_quoted(m[0])}, {round(m[1], 4)!r}]" for m in self.matches)
-        out = ["id", self.doc_id, "duplicate_of", best, "similarity", f"{sim:.4f}", "matches", f"[{matches}]"]
-        out += ["cluster", self.cluster, "input", self.input, "verify", self.verify]
-        if self.source is not None:
-            out += ["source", self.source]
-        if self.meta is not None:
-            out += ["meta", self.meta]
-        return out
 
 
 @dataclass(slots=True)
