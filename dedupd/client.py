@@ -205,7 +205,7 @@ class Client:
         ).matches
         hits = [matched.get(-(i + 1), []) for i in range(len(texts))]
         return [
-            Verdict(i, tuple(Match(m[0], m[1]) for m in kept), cluster, gw.spec.verify)
+            Verdict(i, tuple(Match(m.doc_id, m.similarity) for m in kept), cluster, gw.spec.verify)
             for i, (kept, cluster) in zip(ids, cluster_of(gw, hits), strict=True)
         ]
 
@@ -250,8 +250,9 @@ class Client:
         self, since: str = "0-0", *, follow: bool = False, block_ms: int = 1000
     ) -> Iterator[dict[str, Any]]:
         """Duplicate alerts after the stream id ``since`` (``"0-0"``: all kept, ``"now"``: only new ones), as
-        dicts (``matches`` and ``meta`` parsed). With ``follow``, waits for new ones (at most ``block_ms`` at a
-        time) and never ends; else stops at the newest.
+        dicts (``Alert.to_dict`` of :mod:`dedupd.daemon.alert`: ``matches`` and ``meta`` parsed). With
+        ``follow``, waits for new ones (at most ``block_ms`` at a time) and never ends; else stops at the
+        newest.
 
         >>> with Client.connect(redis_url, prefix="apidoc") as c:
         ...     list(c.alerts())

@@ -16,7 +16,7 @@ from dedupd.errors import ReplicasBehindError
 from dedupd.server.connection import is_transient
 
 
-def _replica_in_sync(primary: redis.Redis, timeout: float = 10.0) -> None:
+def _replica_in_sync(primary: redis.Redis, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         info = primary.info("replication")
@@ -35,16 +35,20 @@ def test_a_batch_waits_for_its_replicas(tmp_path: Path) -> None:
         rng = random.Random(2)
         base = text(rng, 50)
         push(r, [{"id": "a", "text": base}, {"id": "b", "text": variant(rng, base)}])
+        # no replica: WAIT can only time out (a short timeout is safe here: however busy the machine, no
+        # replica acknowledges); the writes are done, the batch is not acknowledged (a passing state)
         daemon = make_daemon(url, wait_replicas=1, wait_timeout_ms=100)
-        # no replica: the writes are done, the batch is not acknowledged (a passing state, not the entries')
         with pytest.raises(ReplicasBehindError) as caught:
             daemon.iteration()
         assert is_transient(caught.value)
         assert pending(r) == 2 and len(alerts(r)) == 1
         replica_proc, _ = start_redis_server(tmp_path / "replica", "--replicaof", "127.0.0.1", str(port))
         _replica_in_sync(r)
+        # now WAIT returns once the replica acknowledged: a generous timeout, not 100 ms a busy machine misses
+        daemon.settings = daemon.settings.model_copy(update={"wait_timeout_ms": 60_000})
         daemon._recover_after_error(caught.value)  # as the serve loop does: read its own pending again
-        for _ in range(5):
+        deadline = time.monotonic() + 60
+        while pending(r) and time.monotonic() < deadline:
             daemon.iteration()
         assert pending(r) == 0 and len(alerts(r)) == 1  # done again: acknowledged, no second alert
     finally:

@@ -46,14 +46,14 @@ def clusters_of(gw: Gateway, run: Run, done: list[int], verified: Verification) 
     alerting = [(i, steps[i]) for i in done if i in matches and steps[i].action is not Action.QUERY]
     if not alerting:
         return Clusters([], {}, set(), verified.roots, [], [], [])
-    names = {m[2]: m[0] for i, _ in alerting for m in matches[i]}
+    names = {m.num: m.doc_id for i, _ in alerting for m in matches[i]}
     names.update((step.num, step.entry.doc_id) for _, step in alerting)
     read: set[int] = set().union(*(verified.read.get(i, ()) for i, _ in alerting))
     wanted = sorted(read - verified.roots.keys())
     roots = dict(verified.roots)
     if wanted:
         roots.update(zip(wanted, gw.roots(wanted), strict=True))
-    groups = [(step.num, [m[2] for m in matches[i]]) for i, step in alerting]
+    groups = [(step.num, [m.num for m in matches[i]]) for i, step in alerting]
     earlier = earlier_clusters(groups, roots)  # one union per distinct root, not per match
     # the clusters as the unions will leave them (one more consumer's merges aside): EVICT only groups by them
     joined = [

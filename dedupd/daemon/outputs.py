@@ -113,7 +113,7 @@ def baskets(settings: Settings, entries: list[Entry], alerts: list[Alert]) -> li
         entries = [e for e in entries if e.items is not None]
     links: dict[str, list[str]] = {}  # (a basket of sources only: the ids a document duplicates)
     if mode == "sources":
-        links = {a.input: [m[0] for m in a.matches] for a in alerts}
+        links = {a.input: [m.id for m in a.matches] for a in alerts}
     return [
         (e.entry_id, ["id", e.doc_id, *b])
         for e in entries
@@ -164,7 +164,7 @@ def replies(
     by_stream: dict[str, list[Emitted]] = {}
     for q, (found, cluster) in zip(queries, cluster_of(gw, hits), strict=True):
         verdict = Verdict(
-            q.doc_id, tuple(Match(m[0], m[1]) for m in found), cluster, gw.spec.verify, q.entry_id
+            q.doc_id, tuple(Match(m.doc_id, m.similarity) for m in found), cluster, gw.spec.verify, q.entry_id
         )
         assert q.reply_to is not None
         by_stream.setdefault(q.reply_to, []).append((q.entry_id, verdict.fields()))

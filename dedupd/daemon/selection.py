@@ -134,7 +134,7 @@ def batch_reads(run: Run, neighbours: dict[int, Packed], got: Verification) -> R
 
     def joins(w: int) -> set[int]:
         if (known := joined.get(w)) is None:
-            known = joined[w] = {roots.get(m[2], m[2]) for m in matches.get(w, ())}
+            known = joined[w] = {roots.get(m.num, m.num) for m in matches.get(w, ())}
         return known
 
     out: Reads = {}

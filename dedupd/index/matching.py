@@ -60,7 +60,7 @@ class Verification:
     def add(self, other: Verification) -> None:
         """Take in the verification of more candidates of the same (or other) keys."""
         for k, found in other.matches.items():
-            merged = {m[2]: m for m in [*self.matches.get(k, ()), *found]}  # a candidate verified twice once
+            merged = {m.num: m for m in [*self.matches.get(k, ()), *found]}  # a candidate verified twice once
             self.matches[k] = matches_of(list(merged.values()), 0.0)  # all verified: best first
         for k, picked in other.candidates.items():
             self.candidates[k] = self.candidates.get(k, set()) | picked
@@ -132,7 +132,7 @@ def further_candidates(got: Verification, limit: int) -> dict[int, set[int]]:
         picked = got.candidates.get(k, set())
         if len(picked) == len(ids) or len(picked) >= limit:
             continue
-        matched = {root(m[2], m[2]) for m in got.matches.get(k, ())}
+        matched = {root(m.num, m.num) for m in got.matches.get(k, ())}
         if matched and matched.issuperset(map(root, ids, ids)):  # (a flood's copy: one cluster, matched)
             continue
         rest = [n for n in ids if n not in picked and root(n, n) not in matched]

@@ -96,8 +96,8 @@ def cluster_of(gw: Gateway, hits: Sequence[Sequence[Found]]) -> list[tuple[list[
     """For each list of verified matches (best first), the matches a verdict names (as an alert would:
     bounds.alert_matches) and the cluster a document with them would join (the oldest root among the
     matches' clusters; None for an empty list), read only."""
-    roots = iter(gw.roots([m[2] for found in hits for m in found], fresh=True))  # named to the user
-    known = {m[2]: m[0] for found in hits for m in found}
+    roots = iter(gw.roots([m.num for found in hits for m in found], fresh=True))  # named to the user
+    known = {m.num: m.doc_id for found in hits for m in found}
     kept: list[list[Found]] = []
     best: list[int] = []
     for found in hits:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import redis
 
+from dedupd.daemon.alert import Alert
 from dedupd.errors import ConfigError
 from dedupd.index.keys import Keys
 
@@ -151,7 +152,18 @@ def _text(raw: bytes) -> str:
 
 # ----- alerts -----
 def decode_alert(entry_id: bytes | str, fields: dict[bytes, bytes]) -> dict[str, Any]:
-    """One alerts-stream entry as a JSON-ready dict (``matches`` and ``meta`` parsed)."""
+    """One alerts-stream entry as a JSON-ready dict: an alert the daemon wrote as :meth:`Alert.to_dict
+    <dedupd.daemon.alert.Alert.to_dict>` gives it; any other entry (written by hand or by another program)
+    field by field, in its order, with ``matches``, ``similarity`` and ``meta`` parsed where they parse."""
+    try:
+        return Alert.from_fields(entry_id, fields).to_dict()
+    except ValueError:
+        return _entry_dict(entry_id, fields)
+
+
+def _entry_dict(entry_id: bytes | str, fields: dict[bytes, bytes]) -> dict[str, Any]:
+    """Any alerts-stream entry as a dict: ``alert`` (its id), then its fields as text, in order, with
+    ``matches`` and ``meta`` parsed as JSON and ``similarity`` as a float where they parse."""
     out: dict[str, Any] = {"alert": entry_id.decode() if isinstance(entry_id, bytes) else entry_id}
     for k, v in fields.items():
         out[_text(k)] = _text(v)
