@@ -117,7 +117,7 @@ def test_port_zero_is_off_and_a_busy_port_is_a_warning(caplog: pytest.LogCapture
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        with caplog.at_level(logging.WARNING, logger="dedupd.daemon.metrics"):
+        with caplog.at_level(logging.WARNING, logger="dedupd.metrics"):
             assert m.serve("127.0.0.1", port) is None
     assert "DEDUPD_METRICS_PORT" in caplog.text
     m.close()

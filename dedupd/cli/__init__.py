@@ -30,7 +30,7 @@ from dedupd.cli.serve import serve
 from dedupd.cli.streams import alerts, dead
 from dedupd.mining.cli import mine
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("dedupd.cli")  # (named as before the layers: log lines and filters show it)
 
 
 @click.group(

@@ -2,7 +2,7 @@
 
 :meth:`Alert.fields` writes an alerts-stream entry, :meth:`Alert.from_fields` reads it back, and
 :meth:`Alert.to_dict` is what ``dedupd alerts --json`` prints and :meth:`dedupd.Client.alerts` yields. The
-stream holds no integer ids of the index, so an alert holds its matches as :class:`~dedupd.index.verdict.Match`
+stream holds no integer ids of the index, so an alert holds its matches as :class:`~dedupd.similarity.matches.Match`
 (id, similarity), as a verdict does: the daemon builds one from its verified matches (``Found``) directly.
 """
 
@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
-from dedupd.index.verdict import Match
-from dedupd.similarity.matches import Found
+from dedupd.similarity.matches import Found, Match
 
 _quoted = json.encoder.encode_basestring_ascii  # a str as json.dumps quotes it (ensure_ascii)
 

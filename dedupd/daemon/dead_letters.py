@@ -12,7 +12,7 @@ from dedupd.daemon.entries import CUT_FIELD
 from dedupd.index.protocol import Emitted, Gateway
 from dedupd.settings import Settings
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("dedupd.processor")  # (named as before the layers: log lines and filters show it)
 
 _OWN_FIELDS = (b"error", b"detail", b"input", b"truncated", CUT_FIELD)
 MAX_DEAD_FIELDS = (

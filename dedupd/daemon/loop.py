@@ -69,7 +69,7 @@ from dedupd.server.connection import (
 from dedupd.settings import Settings
 from dedupd.similarity.spec import IndexSpec
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("dedupd.daemon")  # (named as before the layers: log lines and filters show it)
 
 _MAX_BACKOFF_S = 5.0
 _POLL_S = 0.1  # how often the meta hash (generation, pause) is read

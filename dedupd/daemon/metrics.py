@@ -26,7 +26,7 @@ from prometheus_client import (
 
 from dedupd.daemon.monitor import group_state
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("dedupd.metrics")  # (named as before the layers: log lines and filters show it)
 
 GROUP_REFRESH_S = 5.0
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)

@@ -35,7 +35,7 @@ from dedupd.index.record import Record
 from dedupd.settings import Settings
 from dedupd.similarity.verify import jaccard_pairs
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("dedupd.processor")  # (named as before the layers: log lines and filters show it)
 
 InFlight = Callable[[list[str]], list[tuple[str, ...]]]  # document ids -> their in-flight entry ids
 _MAX_ATTEMPTS = 8

@@ -14,7 +14,7 @@ from dedupd.daemon.stream import ConsumerStream
 from dedupd.daemon.upkeep import Every
 from dedupd.settings import Settings
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("dedupd.daemon")  # (named as before the layers: log lines and filters show it)
 
 
 class Redelivery:

@@ -27,7 +27,7 @@ from dedupd.index.docstate import sid
 from dedupd.index.keys import GROUP, Keys, entry_doc
 from dedupd.server.connection import RedisClient
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("dedupd.stream")  # (named as before the layers: log lines and filters show it)
 
 RawEntry = tuple[str, dict[bytes, bytes]]
 RECONCILE_LIMIT = 10_000  # pending entries a reconciliation of the in-flight registry looks at

@@ -12,7 +12,7 @@ from dedupd.daemon.monitor import group_state
 from dedupd.index.keys import Keys
 from dedupd.settings import Settings
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("dedupd.daemon")  # (named as before the layers: log lines and filters show it)
 
 GC_YOUNG = 50_000  # allocations between collections of the youngest generation (tune_gc)
 

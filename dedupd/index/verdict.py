@@ -12,18 +12,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dedupd.similarity.bounds import alert_matches
-from dedupd.similarity.matches import Found
+from dedupd.similarity.matches import Found, Match
 
 if TYPE_CHECKING:
     from dedupd.index.protocol import Gateway
 
-
-@dataclass(frozen=True, slots=True)
-class Match:
-    """An indexed document that is a near-duplicate of the text."""
-
-    id: str
-    similarity: float
+__all__ = ["Match", "Verdict", "cluster_of"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from dedupd.errors import ConfigError, RedisUnavailableError, ReplicasBehindErro
 from dedupd.server import embedded
 from dedupd.settings import Settings
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("dedupd.connection")  # (named as before the layers: log lines and filters show it)
 
 RedisClient = redis.Redis | redis.cluster.RedisCluster  # every client dedupd uses returns bytes
 

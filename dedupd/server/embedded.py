@@ -44,7 +44,7 @@ import redis
 
 from dedupd.errors import ConfigError, RedisUnavailableError
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("dedupd.embedded")  # (named as before the layers: log lines and filters show it)
 
 MAX_SOCKET_PATH = 107  # bytes: sun_path holds 108, the last one a NUL
 POLL_S = 0.2  # how often the supervisor looks for leases

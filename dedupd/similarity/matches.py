@@ -1,4 +1,5 @@
-"""Verified matches: what a verification found of one candidate, and the order alerts and verdicts list them in.
+"""Verified matches: what a verification found of one candidate (:class:`Found`), what an alert or a verdict
+shows of it (:class:`Match`), and the order they are listed in.
 
 >>> found = [Found("b", 0.8, 2), Found("a", 0.9, 1), Found("c", 0.8, 3), Found("d", 0.5, 4)]
 >>> [m.doc_id for m in matches_of(found, 0.8)]
@@ -8,6 +9,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import NamedTuple
 
 
@@ -17,6 +19,14 @@ class Found(NamedTuple):
     doc_id: str
     similarity: float
     num: int
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """An indexed document that is a near-duplicate of the text."""
+
+    id: str
+    similarity: float
 
 
 def best_first(match: Found) -> tuple[float, str]:
