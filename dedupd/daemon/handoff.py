@@ -7,8 +7,7 @@ written too (a delete comes after them, and a root it deletes has its name read 
 
 One :class:`Handoff` per batch handed to the worker, owned by the loop: the worker thread sets it (through
 :meth:`Processor.finish`), the main thread waits on it (through :meth:`Processor.start`). Nothing else is
-shared between the two threads but the gateway's caches (each with its lock: index/record_cache.py,
-index/known_roots.py).
+shared between the two threads but the gateway's caches (index/gateway.py says how each is kept safe).
 """
 
 from __future__ import annotations

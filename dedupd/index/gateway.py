@@ -171,6 +171,10 @@ class RedisGateway:
         self._reply, self._roots, self._evict = reg(lua.REPLY), reg(unionfind.FIND_ROOTS), reg(lua.EVICT)
         self._uf = [keys.uf_parent, keys.uf_children, keys.uf_gone, keys.uf_floor]
         self._shift = np.uint64(64 - spec.shard_bits)
+        # The caches below are shared by the daemon's two threads (the main thread indexes a batch while the
+        # worker thread verifies and finishes the one before). The bucket names (_key_table, _key_cache) take
+        # no lock: they are only ever added to, each addition one store, and two threads making one name make
+        # the same. The decoded records and the known roots take their own locks.
         self._key_table: npt.NDArray[np.object_] | None = None
         self._key_cache: dict[tuple[int, int], str] = {}
         self._decoded = DecodedRecords()
