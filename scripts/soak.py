@@ -20,6 +20,11 @@ Faults (``--faults``, default ``all``; or a comma-separated subset of these, or 
   is gone``);
 - ``busy``: another client runs a Lua script that spins ``--busy-s`` (1.5) seconds with
   ``busy-reply-threshold`` (``lua-time-limit``) at 100 ms, so every other client gets BUSY meanwhile;
+- ``full``: the server's ``maxmemory`` is set below its used memory (noeviction: every write is refused
+  with OOM) for ``--full-s`` (10) seconds, then lifted;
+- ``long``: another client's Lua script spins ``--long-s`` (35) seconds, longer than ten of the daemons'
+  backoff steps (0.1 s doubling to 5 s: about 31 s), so every other client gets BUSY that long;
+  neither may dead-letter an entry (a server state never counts against one);
 - ``malformed``: ``--malformed`` (3,000) malformed entries of several kinds, each built deterministically
   from the seed: wide (thousands of fields, no id), binary (invalid UTF-8 in the text, the id or the source),
   deep JSON (thousands of nested brackets in ``items`` or ``meta``), bad ids (too long, empty), an unknown
@@ -88,7 +93,7 @@ from dedupd.settings import Settings, load_settings
 
 VOCAB = [f"w{i}" for i in range(5000)]
 ODD_VOCAB = [f"odd{i}" for i in range(5000)]  # the odd valid entries' words: no pair shares a shingle
-FAULTS = ("kill", "aof", "wipe", "busy", "malformed")
+FAULTS = ("kill", "aof", "wipe", "busy", "full", "long", "malformed")
 MB = 1_000_000
 WIPED_LOG = "history before the restart is gone"  # what a daemon logs when it recreates the group
 SPIN = (  # a script that spins ARGV[1] microseconds
@@ -519,10 +524,11 @@ class Soak:
             )
         self.wiped.set()
 
-    def busy_script(self) -> None:
-        """Another client runs a script of busy_s seconds; with the threshold at 100 ms others get BUSY."""
+    def busy_script(self, seconds: float | None = None, fault: str = "busy") -> None:
+        """Another client runs a script of ``seconds`` (busy_s); with the threshold at 100 ms others get BUSY."""
+        seconds = self.args.busy_s if seconds is None else seconds
         with self.push_lock:  # the producer is no subject of this test: it waits
-            client = redis.Redis(port=self.port, socket_timeout=self.args.busy_s + 30)
+            client = redis.Redis(port=self.port, socket_timeout=seconds + 30)
             try:
                 name = "busy-reply-threshold"
                 old = client.config_get(name).get(name)
@@ -531,11 +537,31 @@ class Soak:
                 old = client.config_get(name).get(name)
             client.config_set(name, 100)
             t = time.monotonic()
-            client.eval(SPIN, 0, int(self.args.busy_s * 1_000_000))
+            client.eval(SPIN, 0, int(seconds * 1_000_000))
             took = time.monotonic() - t
             client.config_set(name, old)
             client.close()
-        self.note("busy", f"a Lua script of another client spun {took:.2f}s ({name} 100 ms: BUSY for others)")
+        self.note(fault, f"a Lua script of another client spun {took:.2f}s ({name} 100 ms: BUSY for others)")
+
+    def long_state(self) -> None:
+        """A server state longer than ten backoff steps: BUSY for long_s seconds."""
+        self.busy_script(self.args.long_s, "long")
+
+    def full_server(self) -> None:
+        """The server full for full_s seconds: maxmemory below its used memory (noeviction: writes get OOM)."""
+        with self.push_lock:  # the producer is no subject of this test: it waits
+            client = redis.Redis(port=self.port, socket_timeout=30)
+            old = client.config_get("maxmemory").get("maxmemory", "0")
+            used = int(client.info("memory")["used_memory"])
+            client.config_set("maxmemory", max(1 << 20, used * 9 // 10))
+            t = time.monotonic()
+            time.sleep(self.args.full_s)
+            client.config_set("maxmemory", old)
+            took = time.monotonic() - t
+            client.close()
+        self.note(
+            "full", f"maxmemory {used * 9 // 10:,} B below the {used:,} B used for {took:.1f}s (OOM), lifted"
+        )
 
     def start_consumer(self, slot: int, name: str) -> None:
         env = {
@@ -669,6 +695,11 @@ class Soak:
         busy = self.rng_new.uniform(0.7, 0.85)
         if "busy" in self.faults:
             events.append((busy * n_valid, "busy"))
+        full, long = self.rng_new.uniform(0.2, 0.3), self.rng_new.uniform(0.55, 0.65)  # (after busy's draw)
+        if "full" in self.faults:
+            events.append((full * n_valid, "full"))
+        if "long" in self.faults:
+            events.append((long * n_valid, "long"))
         events.sort()
         return events
 
@@ -730,6 +761,7 @@ class Soak:
         next_status = time.monotonic() + a.status_s
         actions = {"kill": self.kill_one, "aof": self.restart_redis, "wipe": self.wipe_redis}
         actions["busy"] = self.busy_script
+        actions["full"], actions["long"] = self.full_server, self.long_state
         while True:
             done = self.progress()
             if time.monotonic() > next_status:  # so that a stuck run says where it is
@@ -813,6 +845,7 @@ class Soak:
         tracebacks = sum(text.count("Traceback") for text in logs.values())
         regrouped = sum(text.count(WIPED_LOG) for text in logs.values())
         busy_seen = sum(1 for text in logs.values() if "BUSY" in text)
+        oom_seen = sum(1 for text in logs.values() if "used memory > 'maxmemory'" in text)
         for pair in sorted(missing, key=sorted)[:10]:
             print(f"missing: {' ~ '.join(sorted(pair))}")
         figures: dict[str, Any] = {
@@ -842,6 +875,9 @@ class Soak:
             "wipes": sum(1 for e in self.events_done if e["fault"] == "wipe"),
             "busy_scripts": sum(1 for e in self.events_done if e["fault"] == "busy"),
             "daemons_logging_busy": busy_seen,
+            "full_servers": sum(1 for e in self.events_done if e["fault"] == "full"),
+            "daemons_logging_oom": oom_seen,
+            "long_states": sum(1 for e in self.events_done if e["fault"] == "long"),
             "group_recreated_logged": regrouped,
             "unexpected_exits": self.unexpected_exits,
             "alive_at_end": len(alive),
@@ -956,6 +992,10 @@ class Soak:
         if "busy" in self.faults:
             checks["busy_done"] = f["busy_scripts"] == 1
             checks["busy_seen"] = f["daemons_logging_busy"] > 0
+        if "full" in self.faults:  # (whether a daemon met the full server depends on its backlog then)
+            checks["full_done"] = f["full_servers"] == 1
+        if "long" in self.faults:
+            checks["long_done"] = f["long_states"] == 1
         return [name for name, ok in checks.items() if not ok]
 
 
@@ -976,6 +1016,10 @@ def summary(f: dict[str, Any]) -> str:
         faults.append("restarted without persistence")
     if f["busy_scripts"]:
         faults.append(f"busy script from another client ({f['daemons_logging_busy']} daemons saw BUSY)")
+    if f["full_servers"]:
+        faults.append(f"server full (OOM) for a while ({f['daemons_logging_oom']} daemons saw it)")
+    if f["long_states"]:
+        faults.append("a BUSY server for longer than ten backoff steps")
     faults.append(f"{f['dead_expected']} malformed entries")
     verdict = "OK" if f["ok"] else f"FAILED ({', '.join(f['failed'])})"
     return (
@@ -1034,6 +1078,8 @@ def main() -> None:
         help="the wipe comes once this share of the first phase's documents is processed (default 0.7)",
     )
     p.add_argument("--busy-s", type=float, default=1.5, help="how long the busy script spins")
+    p.add_argument("--full-s", type=float, default=10, help="how long the server is full (fault full)")
+    p.add_argument("--long-s", type=float, default=35, help="how long the long BUSY state lasts (fault long)")
     p.add_argument("--batch-size", type=int, default=500)
     p.add_argument("--max-lag", type=int, default=20_000, help="producer backpressure (unread entries)")
     p.add_argument("--fsync", choices=["always", "everysec"], default="always", help="Redis appendfsync")

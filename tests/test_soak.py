@@ -1,6 +1,6 @@
 """scripts/soak.py in a tiny configuration: every fault once (a kill -9, a Redis restart with AOF, one
-without persistence, a busy script from another client, malformed entries of every kind, huge ones
-included), and its checks pass: nothing lost or doubled, every malformed entry dead-lettered once."""
+without persistence, a busy script from another client, a full server, a long BUSY state, malformed
+entries of every kind, huge ones included), and its checks pass: nothing lost or doubled, every malformed entry dead-lettered once."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ def test_soak_with_every_fault_once(tmp_path: Path) -> None:
         *("--docs", "2000", "--consumers", "2", "--kills", "1", "--seed", "7"),
         *("--malformed", "110", "--huge", "3", "--huge-mb", "2", "--odd", "12", "--bad", "10"),
         *("--wipe-at", "0.3", "--wipe-when", "0.1"),  # the wipe while most of the first phase is unread
-        *("--batch-size", "50", "--max-lag", "400", "--timeout", "150", "--status-s", "10"),
+        *("--full-s", "3", "--long-s", "6"),  # (the soak's own defaults: 10 s full, 35 s BUSY)
+        *("--batch-size", "50", "--max-lag", "400", "--timeout", "200", "--status-s", "10"),
         *("--workdir", str(tmp_path / "soak")),
     ]
     # smaller input bounds, so that the huge entries are a few MB (the soak reads the bounds it crafts to)
@@ -36,7 +37,7 @@ def test_soak_with_every_fault_once(tmp_path: Path) -> None:
         start_new_session=True,  # its redis-server and daemons go with it if the test gives up
     )
     try:
-        out, err = proc.communicate(timeout=200)
+        out, err = proc.communicate(timeout=260)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -44,12 +45,8 @@ def test_soak_with_every_fault_once(tmp_path: Path) -> None:
     assert proc.returncode == 0, out + err[-5000:]
     figures = json.loads(out.strip().splitlines()[-1])
     assert figures["ok"] and not figures["failed"]
-    assert (figures["kills"], figures["aof_restarts"], figures["wipes"], figures["busy_scripts"]) == (
-        1,
-        1,
-        1,
-        1,
-    )
+    done = ("kills", "aof_restarts", "wipes", "busy_scripts", "full_servers", "long_states")
+    assert [figures[k] for k in done] == [1, 1, 1, 1, 1, 1]
     assert figures["lost"] == 0 and figures["doubled"] == 0 and figures["missing_alerts"] == 0
     assert figures["dead_found"] == figures["dead_expected"] == figures["dead_in_stream"] > 100
     kinds = figures["dead_by_kind"]
@@ -62,5 +59,5 @@ def test_soak_with_every_fault_once(tmp_path: Path) -> None:
     assert figures["group_recreated_logged"] > 0 and figures["daemons_logging_busy"] > 0
     assert figures["exit_codes"] == [0, 0] and figures["alive_at_end"] == 2
     assert "soak OK" in out
-    for fault in ("kill -9", "from its AOF", "WITHOUT its data", "Lua script"):
+    for fault in ("kill -9", "from its AOF", "WITHOUT its data", "Lua script", "maxmemory"):
         assert fault in err  # a progress line for each fault

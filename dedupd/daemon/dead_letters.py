@@ -57,7 +57,9 @@ def kept_fields(fields: dict[bytes, bytes], max_bytes: int) -> list[Any]:
 
 
 def dead_letter(gw: Gateway, settings: Settings, dead: Sequence[DeadLetter]) -> None:
-    """Write dead letters (original fields + error + detail + input), once per input entry, and log each."""
+    """Write dead letters (original fields + error + detail + input), once per input entry, and log each once:
+    a batch done again (its first attempt wrote its dead letters, then met a server error) writes and logs
+    none of them again."""
     entries: list[Emitted] = []
     for (entry_id, fields), code, detail in dead:
         pairs = kept_fields(fields, settings.dead_letter_max_bytes)
@@ -65,6 +67,9 @@ def dead_letter(gw: Gateway, settings: Settings, dead: Sequence[DeadLetter]) -> 
         entries.append((entry_id, pairs))
     exchange = gw.exchange()
     gw.emit(exchange, gw.keys.dead, settings.dead_retention, settings.seen_ttl_s, entries)
-    exchange.execute()
+    written = exchange.execute()[0] if entries else 0  # (the emit's reply: how many it appended)
+    if written == 0:
+        log.info("%d dead letter(s) written already (their batch was done again)", len(dead))
+        return
     for (entry_id, _), code, detail in dead:
         log.warning("dead-lettered %s: %s (%s)", entry_id, code, detail)

@@ -1,7 +1,12 @@
 """The entries a daemon reads again before new ones: its own pending entries (after a restart under the same
 name, or a server error) and other consumers' idle pending entries, claimed with ``XAUTOCLAIM ... JUSTID``
 (which does not count a delivery) and read one at a time (one delivery more each): an entry that crashes the
-daemon is then the only one whose delivery count grows, not the neighbours of its batch."""
+daemon is then the only one whose delivery count grows, not the neighbours of its batch.
+
+A server state (an error, BUSY, LOADING, a full server, a failover) never counts against an entry: after one,
+this consumer's own pending entries are read again with their delivery counts left as they were, however long
+the state lasts and however often the daemon backs off and tries again. Only a read after a restart (the
+daemon died holding the entry) or a claim (another consumer died or hung holding it) counts one more."""
 
 from __future__ import annotations
 
@@ -24,13 +29,15 @@ class Redelivery:
         self.stream = stream
         self.settings = settings
         self.recover_from: str | None = "0-0"  # read our own pending entries from here (None: done)
+        self.again = False  # whether they are read again after a server error (their counts kept)
         self.claimed: deque[str] = deque()  # claimed entry ids, read one at a time
         self.cursor = "0-0"  # XAUTOCLAIM's
         self.claim = Every(settings.claim_idle_ms / 2000)
 
     def recover(self) -> None:
-        """Read our own pending entries again from the start (after a server error)."""
-        self.recover_from = "0-0"
+        """Read our own pending entries again from the start, their delivery counts kept (after a server
+        error)."""
+        self.recover_from, self.again = "0-0", True
 
     def next(self, waiting: Container[str]) -> list[RawEntry]:
         """The next entry to read again (one; none of ``waiting``), or nothing."""
@@ -52,7 +59,7 @@ class Redelivery:
     def _recover_own(self, waiting: Container[str]) -> list[RawEntry]:
         """The next of our own pending entries (one delivery more), acknowledging deleted ones."""
         while self.recover_from is not None:
-            entries, gone = self.stream.read_own(self.recover_from, 1)
+            entries, gone = self.stream.read_own(self.recover_from, 1, self.again)
             for entry_id in gone:
                 log.warning("pending entry %s was deleted from the stream; acknowledging it", entry_id)
             self.stream.ack([(entry_id, {}) for entry_id in gone])

@@ -149,10 +149,11 @@ class ConsumerStream:
             time.sleep(min(_POLL_S[min(polls, len(_POLL_S) - 1)], left))
             polls += 1
 
-    def read_own(self, after: str, count: int) -> tuple[list[RawEntry], list[str]]:
-        """Own pending entries after ``after`` (one delivery more each; a large one cut short), and the ids
-        of pending entries that were deleted from the stream meanwhile."""
-        raw = self._bounded("own", after, count, 0)
+    def read_own(self, after: str, count: int, again: bool = False) -> tuple[list[RawEntry], list[str]]:
+        """Own pending entries after ``after`` (one delivery more each, unless read ``again`` after a server
+        error: their delivery counts stay as they were; a large one cut short), and the ids of pending entries
+        that were deleted from the stream meanwhile."""
+        raw = self._bounded("again" if again else "own", after, count, 0)
         gone = [as_text(entry_id) for entry_id, fields in raw if fields is None]
         return entries_of(raw), gone
 

@@ -29,7 +29,7 @@ def read(
     max_id: int,
     cut_field: bytes,
 ) -> list[Arg]:
-    """read.lua: ``mode`` 'new', 'own' (after ``start``) or 'claim' (``start``), bounded in bytes.
+    """read.lua: ``mode`` 'new', 'own' or 'again' (after ``start``) or 'claim' (``start``), bounded in bytes.
 
     >>> read("g", "c", "new", "", 10, 1000, 100, 50, 8, b"cut")
     ['g', 'c', 'new', '', 10, 1000, 100, 50, 8, b'cut']

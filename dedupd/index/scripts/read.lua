@@ -8,8 +8,8 @@
 -- KEYS[3] INFLIGHT_N: its in-flight count (keys.inflight_count)
 -- ARGV[1] group: the consumer group
 -- ARGV[2] consumer: the consumer
--- ARGV[3] mode: 'new', 'own' or 'claim' (below)
--- ARGV[4] from: 'own': the id after which to read; 'claim': the entry to claim
+-- ARGV[3] mode: 'new', 'own', 'again' or 'claim' (below)
+-- ARGV[4] from: 'own', 'again': the id after which to read; 'claim': the entry to claim
 -- ARGV[5] count: the most entries
 -- ARGV[6] budget: 'new': the most bytes together, each entry counted at most maxentry
 -- ARGV[7] maxentry: the largest entry returned whole
@@ -20,7 +20,9 @@
 -- mode 'new': new entries (XREADGROUP '>'), at most count and, counting each at most maxentry, at most
 --   budget bytes together; recorded as in flight at once. Never blocks.
 -- mode 'own': the consumer's own pending entries after the id from (at most count); a deleted one as
---   (id, false).
+--   (id, false). Each read counts one delivery more (a restart after a crash: the entry was being processed).
+-- mode 'again': the same, read again after a server error, with each entry's delivery count left as it was
+--   (the server's state, not the entry, stopped its processing: XCLAIM ... RETRYCOUNT puts the count back).
 -- mode 'claim': claims the pending entry from (XCLAIM, idle 0) and returns it.
 -- Returns the entries, {id, flat field list} each.
 local STREAM, INFLIGHT, INFLIGHT_N = KEYS[1], KEYS[2], KEYS[3]
@@ -74,9 +76,22 @@ if mode == 'new' then
     if #got[1][2] < k then break end
   end
   if added > 0 then redis.call('INCRBY', INFLIGHT_N, added) end
-elseif mode == 'own' then
+elseif mode == 'own' or mode == 'again' then
+  local counts = {}
+  if mode == 'again' then
+    for _, p in ipairs(redis.call('XPENDING', STREAM, group, '(' .. from, '+', count, consumer)) do
+      counts[p[1]] = p[4]
+    end
+  end
   local got = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', count, 'STREAMS', STREAM, from)
-  if got then take(got[1][2]) end
+  if got then
+    take(got[1][2])
+    for _, e in ipairs(got[1][2]) do
+      if e[2] and counts[e[1]] then
+        redis.call('XCLAIM', STREAM, group, consumer, 0, e[1], 'RETRYCOUNT', counts[e[1]], 'JUSTID')
+      end
+    end
+  end
 else
   take(redis.call('XCLAIM', STREAM, group, consumer, 0, from))
 end
