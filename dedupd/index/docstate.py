@@ -8,6 +8,7 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from dedupd.index.record import Record
@@ -48,3 +49,40 @@ class DocState:
         """The stream id of the newest entry applied to the document, if known."""
         known = [v for v in (self.record.entry_id if self.record else None, self.tombstone) if v]
         return max(known, key=sid) if known else None
+
+
+def tombstone(raw: bytes | str | None) -> tuple[str | None, int]:
+    """A tombstone '<version> <n>' as (version, the integer id it had); (None, 0) when there is none.
+
+    >>> tombstone(b"5-0 12"), tombstone(None)
+    (('5-0', 12), (None, 0))
+    """
+    if not raw:
+        return None, 0
+    version, _, num = (raw.decode() if isinstance(raw, bytes) else raw).partition(" ")
+    return version, int(num or 0)
+
+
+def states_of(
+    requests: Sequence[tuple[str, bool, str]],
+    resolved: Sequence[tuple[int, bytes | str | None]],
+    load: Callable[[Iterable[int]], dict[int, Record | None]],
+    flights: Sequence[tuple[str, ...]] | None,
+) -> list[DocState]:
+    """Each document's state from what resolving its id gave (its integer id, negative when none was created,
+    and its tombstone) and its record (``load``: the records of integer ids, in one exchange). The record a
+    delete removed is found through its tombstone, when the id is forgotten or the entry is not newer than
+    the delete (a generation being rebuilt may still hold that record)."""
+    nums = [n for n, _ in resolved]
+    tombs: list[str | None] = [None] * len(nums)
+    for i, (_, raw) in enumerate(resolved):
+        if raw:
+            tombs[i], tomb_num = tombstone(raw)
+            if not nums[i] or sid(requests[i][2]) <= sid(tombs[i] or ""):
+                nums[i] = tomb_num
+    records = load(n for n in nums if n > 0)
+    get, none = records.get, ()
+    return [
+        DocState(abs(n), get(n) if n > 0 else None, tombs[i], flights[i] if flights else none)
+        for i, n in enumerate(nums)
+    ]

@@ -37,11 +37,11 @@ from dedupd.index.buckets import (
     bucket_ops,
 )
 from dedupd.index.cluster_records import ClusterRecords
-from dedupd.index.docstate import DocState, sid
+from dedupd.index.docstate import DocState, states_of
 from dedupd.index.keys import Keys, Meta
 from dedupd.index.known_roots import KnownRoots
 from dedupd.index.protocol import APPLY_CHUNK, NO_IDS, Applied, Emitted, Exchange, Packed, RecordsRead, Unions
-from dedupd.index.record import Record, record_doc_id
+from dedupd.index.record import Record, cluster_name
 from dedupd.index.record_cache import DecodedRecords
 from dedupd.server.connection import RedisClient, ScriptPipeline, is_cluster
 from dedupd.similarity.bounds import FRESH_PER_CALL, KEPT_PER_CLUSTER, Bounds
@@ -79,19 +79,6 @@ def open_spec(client: RedisClient, keys: Keys, spec: IndexSpec) -> tuple[IndexSp
     # the union-find counts children from here on: the ids given out before (an earlier version) stay uncounted
     client.register_script(unionfind.SET_FLOOR)(keys=[keys.uf_floor, keys.id_seq])
     return spec, int(gen or 0)
-
-
-def _tombstone(raw: bytes | None) -> tuple[str | None, int]:
-    """A tombstone '<version> <n>' as (version, the integer id it had); (None, 0) when there is none."""
-    if not raw:
-        return None, 0
-    version, _, num = raw.decode().partition(" ")
-    return version, int(num or 0)
-
-
-def _cluster_name(num: int, record: bytes | None) -> str:
-    """A cluster's name: its root document's id, from the root's record; ``#n`` when it is gone."""
-    return record_doc_id(record) if record else f"#{num}"
 
 
 def _new_documents(writes: Sequence[DocWrite]) -> Packed:
@@ -216,21 +203,8 @@ class RedisGateway:
             return []
         keys = [self.keys.id_forward, self.keys.id_seq, self.keys.tombstones]
         resolved: Any = self._resolve(keys=keys, args=argv.resolve_ids(requests))
-        nums: list[int] = resolved[0::2]
-        tombs: list[str | None] = [None] * len(nums)
-        for i, raw in enumerate(resolved[1::2]):
-            if raw:
-                tombs[i], tomb_num = _tombstone(raw)
-                # the record a delete removed is found through its tombstone, when the id is forgotten or the
-                # entry is not newer than the delete (a generation being rebuilt may still hold that record)
-                if not nums[i] or sid(requests[i][2]) <= sid(tombs[i] or ""):
-                    nums[i] = tomb_num
-        records = self.load_records(n for n in nums if n > 0)
-        get, none = records.get, ()
-        return [
-            DocState(abs(n), get(n) if n > 0 else None, tombs[i], flights[i] if flights else none)
-            for i, n in enumerate(nums)
-        ]
+        pairs = list(zip(resolved[0::2], resolved[1::2], strict=True))  # (integer id, tombstone) each
+        return states_of(requests, pairs, self.load_records, flights)
 
     def load_records(self, nums: Iterable[int]) -> dict[int, Record | None]:
         """Fetch document records in one pipelined exchange."""
@@ -243,21 +217,7 @@ class RedisGateway:
         as one read with the others would be) is taken from it instead of read again, and the ids ``ahead``
         are read in the same exchange (not decoded) when some record must be read. Returns the records and
         the stored bytes of every id this exchange read."""
-        wanted = list(dict.fromkeys(nums))
-        if not wanted:
-            return RecordsRead({}, {})
-        kept: dict[int, bytes | None] = {}
-        extra: list[int] = []
-        if held is not None:
-            kept = {n: held[n] for n in wanted if n in held}
-            wanted = [n for n in wanted if n not in kept]
-            fetched = set(wanted)
-            extra = [n for n in dict.fromkeys(ahead) if n not in kept and n not in fetched]
-        read = wanted + extra if wanted else []  # (read ahead only with records that must be read)
-        blobs = self._stored(read) if read else []
-        nums_read = [*kept, *wanted]
-        decoded = self._decoded.decode(nums_read, [*kept.values(), *blobs[: len(wanted)]], self.fingerprinter)
-        return RecordsRead(decoded, dict(zip(read, blobs, strict=True)))
+        return RecordsRead(*self._decoded.read(nums, ahead, held, self._stored, self.fingerprinter))
 
     def _stored(self, wanted: list[int]) -> list[bytes | None]:
         """The stored records of ``wanted`` (None when missing), in one pipelined exchange."""
@@ -507,7 +467,7 @@ class RedisGateway:
             pipe.script(self._union, keys, args)
             replies = pipe.execute()
             reply = replies[-1]
-            names = dict(zip(wanted, map(_cluster_name, wanted, replies[first:-1]), strict=True))
+            names = dict(zip(wanted, map(cluster_name, wanted, replies[first:-1]), strict=True))
         out: list[tuple[int, list[int]]] = []
         done: list[tuple[int, int, list[int], int, list[int]]] = []  # what the unions did (known_roots.py)
         at = 0
@@ -529,7 +489,7 @@ class RedisGateway:
             pipe = self.client.pipeline(transaction=False)
             for n in missing:
                 pipe.get(self.record_key(n))
-            read = dict(zip(missing, map(_cluster_name, missing, pipe.execute()), strict=True))
+            read = dict(zip(missing, map(cluster_name, missing, pipe.execute()), strict=True))
         return [known[n] if n in known else read[n] for n in roots]
 
     def count(self, counts: Mapping[str, int]) -> None:

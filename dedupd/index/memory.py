@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from dedupd.index import memory_scripts as scripts
 from dedupd.index.buckets import DocWrite, Evictions, Hits, bucket_keys, bucket_ops
-from dedupd.index.docstate import DocState, sid
+from dedupd.index.docstate import DocState, states_of
 from dedupd.index.keys import Keys
 from dedupd.index.known_roots import KnownRoots
 from dedupd.index.memory_scripts import MemoryStore
@@ -45,7 +45,7 @@ from dedupd.index.protocol import (
     RecordsRead,
     Unions,
 )
-from dedupd.index.record import Record, record_doc_id
+from dedupd.index.record import Record, cluster_name
 from dedupd.index.record_cache import DecodedRecords
 from dedupd.similarity.bounds import FRESH_PER_CALL, KEPT_PER_CLUSTER, Bounds
 from dedupd.similarity.fingerprint import Fingerprinter
@@ -82,19 +82,6 @@ class MemoryWrites:
     """A batch's writes, ready to apply (:meth:`MemoryGateway.prepare`)."""
 
     writes: Sequence[DocWrite]
-
-
-def _tombstone(raw: str) -> tuple[str | None, int]:
-    """A tombstone '<version> <n>' as (version, the integer id it had); (None, 0) when there is none."""
-    if not raw:
-        return None, 0
-    version, _, num = raw.partition(" ")
-    return version, int(num or 0)
-
-
-def _cluster_name(num: int, record: bytes | None) -> str:
-    """A cluster's name: its root document's id, from the root's record; ``#n`` when it is gone."""
-    return record_doc_id(record) if record else f"#{num}"
 
 
 def _new_documents(writes: Sequence[DocWrite]) -> set[int]:
@@ -156,19 +143,7 @@ class MemoryGateway:
         if not requests:
             return []
         resolved = scripts.resolve_ids(self.store, requests)
-        nums = [n for n, _ in resolved]
-        tombs: list[str | None] = [None] * len(nums)
-        for i, (_, raw) in enumerate(resolved):
-            if raw:
-                tombs[i], tomb_num = _tombstone(raw)
-                if not nums[i] or sid(requests[i][2]) <= sid(tombs[i] or ""):
-                    nums[i] = tomb_num
-        records = self.load_records(n for n in nums if n > 0)
-        get, none = records.get, ()
-        return [
-            DocState(abs(n), get(n) if n > 0 else None, tombs[i], flights[i] if flights else none)
-            for i, n in enumerate(nums)
-        ]
+        return states_of(requests, resolved, self.load_records, flights)
 
     def load_records(self, nums: Iterable[int]) -> dict[int, Record | None]:
         """The records of ``nums``."""
@@ -179,21 +154,12 @@ class MemoryGateway:
     ) -> RecordsRead:
         """The records of ``nums`` (those ``held`` taken from it), with the stored bytes of every id read,
         ``ahead`` read too when some record must be read (RedisGateway.read_records)."""
-        wanted = list(dict.fromkeys(nums))
-        if not wanted:
-            return RecordsRead({}, {})
-        kept: dict[int, bytes | None] = {}
-        extra: list[int] = []
-        if held is not None:
-            kept = {n: held[n] for n in wanted if n in held}
-            wanted = [n for n in wanted if n not in kept]
-            fetched = set(wanted)
-            extra = [n for n in dict.fromkeys(ahead) if n not in kept and n not in fetched]
-        read = wanted + extra if wanted else []
-        blobs = [self.store.records.get(self.record_key(n)) for n in read]
-        nums_read = [*kept, *wanted]
-        decoded = self._decoded.decode(nums_read, [*kept.values(), *blobs[: len(wanted)]], self.fingerprinter)
-        return RecordsRead(decoded, dict(zip(read, blobs, strict=True)))
+        stored = self.store.records.get
+        return RecordsRead(
+            *self._decoded.read(
+                nums, ahead, held, lambda read: [stored(self.record_key(n)) for n in read], self.fingerprinter
+            )
+        )
 
     def remember(self, num: int, blob: bytes, record: Record) -> None:
         """Keep a record just written as read (record_cache.DecodedRecords.remember)."""
@@ -235,7 +201,7 @@ class MemoryGateway:
     def cluster_names(self, roots: Sequence[int], known: Mapping[int, str]) -> list[str]:
         """Each cluster's name: its root document's id (from ``known``, else read), ``#n`` when it is gone."""
         read = {
-            n: _cluster_name(n, self.store.records.get(self.record_key(n))) for n in roots if n not in known
+            n: cluster_name(n, self.store.records.get(self.record_key(n))) for n in roots if n not in known
         }
         return [known[n] if n in known else read[n] for n in roots]
 
@@ -314,7 +280,7 @@ class MemoryGateway:
             pipe.queue(partial(scripts.union_roots, self.store, groups))
             replies = pipe.execute()
             reply = replies[-1]
-            names = dict(zip(wanted, map(_cluster_name, wanted, replies[first:-1]), strict=True))
+            names = dict(zip(wanted, map(cluster_name, wanted, replies[first:-1]), strict=True))
         out: list[tuple[int, list[int]]] = []
         done: list[tuple[int, int, list[int], int, list[int]]] = []
         at = 0

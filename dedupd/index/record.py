@@ -143,6 +143,11 @@ def record_doc_id(blob: bytes) -> str:
     return blob[at : at + n_id].decode()
 
 
+def cluster_name(num: int, record: bytes | None) -> str:
+    """A cluster's name: its root document's id, from the root's record; ``#n`` when it is gone."""
+    return record_doc_id(record) if record else f"#{num}"
+
+
 def record_entry_id(blob: bytes) -> str:
     """Only the input entry id (the version) of a packed record."""
     _, perm, _, n_id, n_tail, n_in, *_ = HEADER.unpack_from(blob)

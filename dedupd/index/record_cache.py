@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from dedupd.index.record import Record, decode_records
 from dedupd.similarity.fingerprint import Fingerprint, Fingerprinter
@@ -43,6 +43,33 @@ class DecodedRecords:
         self._kept: OrderedDict[int, tuple[bytes, Record, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
+
+    def read(
+        self,
+        nums: Iterable[int],
+        ahead: Sequence[int],
+        held: Mapping[int, bytes | None] | None,
+        stored: Callable[[list[int]], list[bytes | None]],
+        fingerprinter: Fingerprinter,
+    ) -> tuple[dict[int, Record | None], dict[int, bytes | None]]:
+        """The records of ``nums``, decoded (Gateway.read_records): those ``held`` (stored bytes read a moment
+        ago) taken from there, the others read with ``stored`` in one exchange, with the ids ``ahead`` (not
+        decoded) when some record must be read. Returns the records and the stored bytes of every id read."""
+        wanted = list(dict.fromkeys(nums))
+        if not wanted:
+            return {}, {}
+        kept: dict[int, bytes | None] = {}
+        extra: list[int] = []
+        if held is not None:
+            kept = {n: held[n] for n in wanted if n in held}
+            wanted = [n for n in wanted if n not in kept]
+            fetched = set(wanted)
+            extra = [n for n in dict.fromkeys(ahead) if n not in kept and n not in fetched]
+        read = wanted + extra if wanted else []  # (read ahead only with records that must be read)
+        blobs = stored(read) if read else []
+        nums_read = [*kept, *wanted]
+        decoded = self.decode(nums_read, [*kept.values(), *blobs[: len(wanted)]], fingerprinter)
+        return decoded, dict(zip(read, blobs, strict=True))
 
     def decode(
         self, nums: Sequence[int], blobs: Sequence[bytes | None], fingerprinter: Fingerprinter
