@@ -395,17 +395,12 @@ class RedisGateway:
             return []
         if fresh:
             return self._find_roots(nums)
-        seen = self._known.lookup(nums)
-        if None not in seen:
-            return cast(list[int], seen)
-        missing = list(dict.fromkeys(n for n, r in zip(nums, seen, strict=True) if r is None))
-        looked = dict(zip(missing, self._find_roots(missing), strict=True))
-        return [looked[n] if r is None else r for n, r in zip(nums, seen, strict=True)]
+        return self._known.roots(nums, self._find_roots)
 
     def _find_roots(self, nums: Sequence[int]) -> list[int]:
         """The roots, from the union-find in Redis (unionfind.FIND_ROOTS); kept as known."""
         found = [int(x) for x in self._roots(keys=[self.keys.uf_parent], args=argv.find_roots(nums))]
-        self._known.learn([*zip(nums, found, strict=True), *((r, r) for r in found)])
+        self._known.learn_found(nums, found)
         return found
 
     def created(self, nums: Sequence[int]) -> None:
@@ -468,15 +463,7 @@ class RedisGateway:
             replies = pipe.execute()
             reply = replies[-1]
             names = dict(zip(wanted, map(cluster_name, wanted, replies[first:-1]), strict=True))
-        out: list[tuple[int, list[int]]] = []
-        done: list[tuple[int, int, list[int], int, list[int]]] = []  # what the unions did (known_roots.py)
-        at = 0
-        for num, matches in groups:
-            k = len(matches)
-            root, before = int(reply[at]), [int(x) for x in reply[at + 1 : at + 1 + k]]
-            out.append((root, before))
-            done.append((num, int(reply[at + 1 + k]), [m for m, _ in matches], root, before))
-            at += 2 + k
+        out, done = unionfind.union_replies(groups, reply)
         self._known.learn_unions(done)
         return Unions(out, names)
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from typing import cast
 
 MAX_ENTRIES = 1 << 16  # about 5 MB of dict entries at most
 MAX_AGE_S = 10.0  # everything kept is forgotten this often (another consumer's merges are seen after it)
@@ -84,6 +85,20 @@ class KnownRoots:
                 return None
             r = s
         return None
+
+    def roots(self, nums: Sequence[int], find: Callable[[Sequence[int]], list[int]]) -> list[int]:
+        """The root of each of ``nums``: from what is known, the others looked up with ``find`` (once, for
+        the distinct ones; what it says is learned with :meth:`learn_found` by the caller's ``find``)."""
+        seen = self.lookup(nums)
+        if None not in seen:
+            return cast(list[int], seen)
+        missing = list(dict.fromkeys(n for n, r in zip(nums, seen, strict=True) if r is None))
+        looked = dict(zip(missing, find(missing), strict=True))
+        return [looked[n] if r is None else r for n, r in zip(nums, seen, strict=True)]
+
+    def learn_found(self, nums: Sequence[int], found: Sequence[int]) -> None:
+        """Keep what a lookup of the union-find said: each id's root, and that each root is one."""
+        self.learn([*zip(nums, found, strict=True), *((r, r) for r in found)])
 
     def learn(self, pairs: Iterable[tuple[int, int]]) -> None:
         """Keep each (id, root it has now): (r, r) says r is a root; a pair whose root is younger than its id

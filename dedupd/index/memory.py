@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dedupd.index import memory_scripts as scripts
+from dedupd.index import unionfind
 from dedupd.index.buckets import DocWrite, Evictions, Hits, bucket_keys, bucket_ops
 from dedupd.index.docstate import DocState, states_of
 from dedupd.index.keys import Keys
@@ -186,16 +187,11 @@ class MemoryGateway:
             return []
         if fresh:
             return self._find_roots(nums)
-        seen = self._known.lookup(nums)
-        if None not in seen:
-            return cast(list[int], seen)
-        missing = list(dict.fromkeys(n for n, r in zip(nums, seen, strict=True) if r is None))
-        looked = dict(zip(missing, self._find_roots(missing), strict=True))
-        return [looked[n] if r is None else r for n, r in zip(nums, seen, strict=True)]
+        return self._known.roots(nums, self._find_roots)
 
     def _find_roots(self, nums: Sequence[int]) -> list[int]:
         found = scripts.find_roots(self.store, nums)
-        self._known.learn([*zip(nums, found, strict=True), *((r, r) for r in found)])
+        self._known.learn_found(nums, found)
         return found
 
     def cluster_names(self, roots: Sequence[int], known: Mapping[int, str]) -> list[str]:
@@ -281,15 +277,7 @@ class MemoryGateway:
             replies = pipe.execute()
             reply = replies[-1]
             names = dict(zip(wanted, map(cluster_name, wanted, replies[first:-1]), strict=True))
-        out: list[tuple[int, list[int]]] = []
-        done: list[tuple[int, int, list[int], int, list[int]]] = []
-        at = 0
-        for num, matches in groups:
-            k = len(matches)
-            root, before = reply[at], reply[at + 1 : at + 1 + k]
-            out.append((root, before))
-            done.append((num, reply[at + 1 + k], [m for m, _ in matches], root, before))
-            at += 2 + k
+        out, done = unionfind.union_replies(groups, reply)
         self._known.learn_unions(done)
         return Unions(out, names)
 

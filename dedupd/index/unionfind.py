@@ -25,6 +25,9 @@ as before. Every script touches the ``{<prefix>:ids}`` slot only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from dedupd.index.lua import load
 
 # The scripts (scripts/*.lua; their helpers: _uf_parents.lua, this call's view of the parent hash, and
@@ -33,3 +36,26 @@ FIND_ROOTS = load("find_roots")  # the root of each id's cluster (read only)
 UNION_ROOTS = load("union_roots")  # union each document with its matches' clusters
 FORGET_IDS = load("forget_ids")  # deleted documents: their ids, their nodes, their tombstones
 SET_FLOOR = load("set_floor")  # the ids given out before the counts existed stay uncounted
+
+
+def union_replies(
+    groups: Sequence[tuple[int, Sequence[tuple[int, str]]]], reply: Sequence[Any]
+) -> tuple[list[tuple[int, list[int]]], list[tuple[int, int, list[int], int, list[int]]]]:
+    """UNION_ROOTS's reply, per group (document, its matches as (integer id, document id)): the root of the
+    document's cluster after it and the root each match had before; and what the unions did, as
+    known_roots.KnownRoots.learn_unions takes it (the document, the root it had, its matches, its root after,
+    the roots they had).
+
+    >>> union_replies([(5, [(2, "b"), (3, "c")])], [1, 1, 3, 5])
+    ([(1, [1, 3])], [(5, 5, [2, 3], 1, [1, 3])])
+    """
+    out: list[tuple[int, list[int]]] = []
+    done: list[tuple[int, int, list[int], int, list[int]]] = []
+    at = 0
+    for num, matches in groups:
+        k = len(matches)
+        root, before = int(reply[at]), [int(x) for x in reply[at + 1 : at + 1 + k]]
+        out.append((root, before))
+        done.append((num, int(reply[at + 1 + k]), [m for m, _ in matches], root, before))
+        at += 2 + k
+    return out, done
