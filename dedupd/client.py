@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dedupd.daemon.entries import REPLY_TO_RE, Op
+from dedupd.daemon.entries import REPLY_TO_RE, Op, unsendable
 from dedupd.errors import ConfigError
 from dedupd.index.gateway import RedisGateway
 from dedupd.index.generations import Generations
@@ -114,30 +114,40 @@ class Client:
             meta: a JSON object passed through to the alert.
 
         Raises:
-            ConfigError: on an unknown op or a missing text (nothing is written).
+            ConfigError: on an unknown op, an empty id, a missing text, an id longer than the settings'
+                ``max_id_bytes`` or a field UTF-8 cannot carry (a lone surrogate such as ``"\\ud800"``);
+                the message names the field, and nothing is written.
 
         >>> with Client.connect(redis_url, prefix="apidoc") as c:
         ...     c.push("b", "some text", source="feed-a").count("-")
         1
         """
-        return self.push_many([_document(doc_id, text, op, source, items, meta)])[0]
+        return self._xadd([_fields(_document(doc_id, text, op, source, items, meta), self.settings)])[0]
 
     def push_many(self, documents: Iterable[Mapping[str, Any]]) -> list[str]:
         """Add entries (mappings with the stream fields ``id``, ``text``, ``op``, ``source``, ``items``,
         ``meta``) in one round trip per 500; returns their stream ids.
 
+        All or nothing for bad documents: every document is checked as :meth:`push` checks one before
+        anything is sent, and one that fails raises ConfigError (``document N: ...``, naming the field)
+        with nothing of the call written. So ``documents`` is read to its end first: to stream a very large
+        input, call push_many per slice of it. (A Redis error part way can still leave the entries of the
+        round trips before it written.)
+
         >>> with Client.connect(redis_url, prefix="apidoc") as c:
         ...     len(c.push_many([{"id": "c", "text": "one"}, {"id": "c", "op": "delete"}]))
         2
         """
-        out: list[str] = []
         batch: list[dict[str, str]] = []
-        for doc in documents:
-            batch.append(_fields(doc))
-            if len(batch) >= 500:
-                out += self._xadd(batch)
-                batch = []
-        return out + (self._xadd(batch) if batch else [])
+        for n, doc in enumerate(documents, start=1):
+            try:
+                batch.append(_fields(doc, self.settings))
+            except ConfigError as exc:
+                raise ConfigError(f"document {n}: {exc}") from None
+        out: list[str] = []
+        for start in range(0, len(batch), 500):
+            out += self._xadd(batch[start : start + 500])
+        return out
 
     def append(self, doc_id: str, text: str, **fields: Any) -> str:
         """Extend a document: it becomes ``old + "\\n" + text`` (see :meth:`push`).
@@ -309,8 +319,9 @@ def _document(
     return doc
 
 
-def _fields(doc: Mapping[str, Any]) -> dict[str, str]:
-    """Stream fields of one document, checked like the daemon would (an error here loses nothing)."""
+def _fields(doc: Mapping[str, Any], settings: Settings) -> dict[str, str]:
+    """Stream fields of one document, checked like the daemon would (an error here loses nothing), and
+    that Redis can be sent (no lone surrogate: :func:`dedupd.daemon.entries.unsendable`)."""
     op = str(doc.get("op", "upsert"))
     if op not in _OPS:
         raise ConfigError(f"op {op!r} is not one of {', '.join(sorted(_OPS))}")
@@ -332,4 +343,7 @@ def _fields(doc: Mapping[str, Any]) -> dict[str, str]:
             out[name] = json.dumps(dict(value), ensure_ascii=False)
         else:
             out[name] = str(value)
+    problem = unsendable(out, settings.max_id_bytes)
+    if problem is not None:
+        raise ConfigError(problem)
     return out

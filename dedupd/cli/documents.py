@@ -76,14 +76,19 @@ def _documents(
 ) -> Iterator[tuple[Iterator[Item | None], str]]:
     """The documents of FILE (``-``: standard input) as they arrive, and the input's name; None items
     when a pipe pauses for 100 ms."""
+    from dedupd.daemon.entries import unsendable
     from dedupd.ops.producer import directory_items, read_items
 
     name = "stdin" if file == "-" else os.path.basename(os.path.normpath(file)) or file
+    # a file name that is not UTF-8 (its bytes kept as surrogates) is shown, and names ids, as \xe9
+    name = os.fsencode(name).decode("utf-8", "backslashreplace")
+    if id_prefix is not None and unsendable({"--id-prefix": id_prefix}):
+        raise ConfigError(f"--id-prefix {id_prefix!a} is not UTF-8 (ids must be)")
     prefix = id_prefix if id_prefix is not None else f"{name}:"
     if file != "-" and os.path.isdir(file):
         if fmt not in ("auto", "files"):
             raise ConfigError(f"{file} is a directory: use --format files (one document per file)")
-        yield directory_items(Path(file), settings.max_doc_bytes), name
+        yield directory_items(Path(file), settings.max_doc_bytes, max_id_bytes=settings.max_id_bytes), name
         return
     if fmt == "files":
         raise ConfigError(f"--format files reads a directory; {file} is not one")
@@ -93,7 +98,19 @@ def _documents(
 
     with contextlib.ExitStack() as stack:
         stream = sys.stdin.buffer if file == "-" else stack.enter_context(open(file, "rb"))
-        yield read_items(stream, fmt, prefix, name, idle_s=FLUSH_S, warn=warn, on_bytes=on_bytes), name
+        yield (
+            read_items(
+                stream,
+                fmt,
+                prefix,
+                name,
+                idle_s=FLUSH_S,
+                warn=warn,
+                on_bytes=on_bytes,
+                max_id_bytes=settings.max_id_bytes,
+            ),
+            name,
+        )
 
 
 @click.command()
@@ -121,9 +138,10 @@ def push(
 
     JSONL lines carry the stream fields: {"id": "42", "text": "...", "op": "upsert", "source": "...",
     "items": [...], "meta": {...}}. Input is read as it arrives: from a pipe (tail -F log | dedupd push -)
-    what was read is sent at least every 100 ms. Bad lines (invalid JSON, not UTF-8, ...) are reported
-    with their line number and skipped, and the run exits 1; everything else is pushed. Ctrl-C stops and
-    says how many documents were pushed (exit 130).
+    what was read is sent at least every 100 ms. Bad lines (invalid JSON, not UTF-8, a field holding a
+    lone surrogate such as a \\ud800 escape, an id longer than max_id_bytes, ...) are reported with their
+    line number and skipped, and the run exits 1; everything else is pushed. Ctrl-C stops and says how
+    many documents were pushed (exit 130).
     """
     from dedupd.ops.producer import Producer
 

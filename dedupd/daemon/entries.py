@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -114,6 +115,51 @@ def entry_bytes(fields: dict[bytes, bytes]) -> int:
     if cut is not None and cut.isdigit():
         return int(cut)
     return sum(len(k) + len(v) for k, v in fields.items())
+
+
+def unsendable(fields: Mapping[str, str], max_id_bytes: int | None = None) -> str | None:
+    """Why a producer must not write ``fields`` (names and values as they go to Redis), or None.
+
+    A name or value that UTF-8 cannot carry: a lone surrogate, as a JSON ``\\ud800`` escape (or a reversed
+    pair) gives, or a byte a ``surrogateescape`` decoding kept; Redis clients cannot even send it. An id
+    longer than ``max_id_bytes`` bytes (None: not checked), which the daemon refuses as ``id_too_long``.
+    The reason names the field.
+
+    >>> unsendable({"id": "a", "text": "ok \\ud800"}).partition(", which")[0]
+    "field 'text' holds a lone surrogate, '\\\\ud800' at character 4"
+    >>> unsendable({"id": "abcd", "text": "t"}, max_id_bytes=3)
+    "field 'id' has 4 bytes, more than max_id_bytes = 3"
+    >>> unsendable({"id": "a", "text": "t"}, max_id_bytes=3) is None
+    True
+    """
+    for name, value in fields.items():
+        problem = _surrogate(name, "a field name") or _surrogate(value, f"field {_shown(name)}")
+        if problem:
+            return problem
+    doc_id = fields.get("id")
+    if max_id_bytes is not None and doc_id is not None:
+        size = len(doc_id) if doc_id.isascii() else len(doc_id.encode("utf-8"))
+        if size > max_id_bytes:
+            return f"field 'id' has {size:,} bytes, more than max_id_bytes = {max_id_bytes:,}"
+    return None
+
+
+def _surrogate(value: str, what: str) -> str | None:
+    if value.isascii():
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (
+            f"{what} holds a lone surrogate, {value[exc.start]!r} at character {exc.start + 1}, which UTF-8 "
+            "cannot carry: escape a whole character (a high-low pair such as \\ud83d\\ude00) or write it as UTF-8"
+        )
+    return None
+
+
+def _shown(name: str) -> str:
+    shown = repr(name)
+    return shown if len(shown) <= 40 else shown[:36] + "...'"
 
 
 def normalized_bytes(text: str, raw_bytes: int) -> int:

@@ -4,7 +4,9 @@ Formats (``dedupd push --format``): ``jsonl`` (one JSON object per line with the
 (one document per line), ``json-array`` (the whole input is one JSON array of such objects, or of strings),
 ``files`` (a directory: one document per file, id = its path relative to the directory), and ``auto``
 (:func:`detect_format`). Input is read as bytes and decoded line by line, so a line that is not UTF-8 is
-one bad line, not the end of the run.
+one bad line, not the end of the run. So is a document that cannot be written as it is (``unsendable`` of
+:mod:`dedupd.daemon.entries`: a field holding a lone surrogate, from a JSON escape such as ``\\ud800``; with
+``max_id_bytes``, an id longer than that): each item is checked before it is handed on.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from dedupd.daemon.entries import unsendable
 from dedupd.index.keys import Keys
 
 if TYPE_CHECKING:
@@ -57,7 +60,9 @@ def _decode(raw: bytes) -> str | BadLine:
         return BadLine(0, f"not UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line)")
 
 
-def parse_line(raw: bytes | str, no: int, fmt: str, id_prefix: str) -> Item | None:
+def parse_line(
+    raw: bytes | str, no: int, fmt: str, id_prefix: str, *, max_id_bytes: int | None = None
+) -> Item | None:
     """One input line as stream fields, a BadLine, or None for a blank line.
 
     Args:
@@ -65,6 +70,7 @@ def parse_line(raw: bytes | str, no: int, fmt: str, id_prefix: str) -> Item | No
         no: its line number (1-based); a plain-text line gets the id ``<id_prefix><no>``.
         fmt: ``jsonl``, ``text`` or ``auto`` (a line starting with ``{`` is JSONL, any other is text).
         id_prefix: see ``no``.
+        max_id_bytes: a longer id makes the line bad (None: not checked).
     """
     if isinstance(raw, bytes):
         decoded = _decode(raw[3:] if no == 1 and raw.startswith(_BOM) else raw)
@@ -77,17 +83,23 @@ def parse_line(raw: bytes | str, no: int, fmt: str, id_prefix: str) -> Item | No
     if not line.strip():
         return None
     if fmt == "text":
-        return {"id": f"{id_prefix}{no}", "text": line}
+        return checked({"id": f"{id_prefix}{no}", "text": line}, no, max_id_bytes)
     if line.lstrip().startswith("{"):
         try:
             obj = json.loads(line)
         except ValueError as exc:
             hint = "" if fmt == "jsonl" else " (a line starting with '{' is read as JSON: use --format text)"
             return BadLine(no, f"invalid JSON: {exc}{hint}")
-        return object_fields(obj, no)
+        return object_fields(obj, no, max_id_bytes=max_id_bytes)
     if fmt == "jsonl":
         return BadLine(no, "not a JSON object (use --format text for plain text)")
-    return {"id": f"{id_prefix}{no}", "text": line}
+    return checked({"id": f"{id_prefix}{no}", "text": line}, no, max_id_bytes)
+
+
+def checked(fields: dict[str, str], no: int, max_id_bytes: int | None, where: str | None = None) -> Item:
+    """``fields``, or a BadLine saying why they cannot be written (:func:`dedupd.daemon.entries.unsendable`)."""
+    problem = unsendable(fields, max_id_bytes)
+    return fields if problem is None else BadLine(no, problem, where)
 
 
 def _json_type(value: Any) -> str:
@@ -95,29 +107,34 @@ def _json_type(value: Any) -> str:
     return names.get(type(value), "null")
 
 
-def object_fields(obj: Any, no: int, where: str | None = None) -> Item:
-    """A parsed JSON object as stream fields (``items`` and ``meta`` kept as JSON), or a BadLine."""
+def object_fields(obj: Any, no: int, where: str | None = None, *, max_id_bytes: int | None = None) -> Item:
+    """A parsed JSON object as stream fields (``items`` and ``meta`` kept as JSON), or a BadLine (also for
+    fields that cannot be written: :func:`checked`)."""
     if not isinstance(obj, dict):
         return BadLine(no, f"a JSON {_json_type(obj)}, not an object", where)
     fields = _fields(obj)
     if not fields:
         return BadLine(no, "a JSON object without fields (give at least an id and a text)", where)
-    return fields
+    return checked(fields, no, max_id_bytes, where)
 
 
-def parse_lines(lines: Iterable[str | bytes], fmt: str, id_prefix: str) -> Iterator[Item]:
+def parse_lines(
+    lines: Iterable[str | bytes], fmt: str, id_prefix: str, *, max_id_bytes: int | None = None
+) -> Iterator[Item]:
     """Turn input lines into stream field maps (blank lines skipped).
 
     Args:
         lines: the input lines (text, or bytes decoded line by line).
         fmt: ``jsonl``, ``text`` or ``auto`` (a line starting with ``{`` is JSONL, any other is text).
         id_prefix: plain-text lines get the id ``<id_prefix><line number>``.
+        max_id_bytes: a longer id makes the line bad (None: not checked).
 
     Yields:
-        A field map per non-blank line, or a BadLine (not UTF-8, invalid JSON, not an object...).
+        A field map per non-blank line, or a BadLine (not UTF-8, invalid JSON, not an object, a field
+        holding a lone surrogate, an id too long...).
     """
     for no, line in enumerate(lines, start=1):
-        item = parse_line(line, no, fmt, id_prefix)
+        item = parse_line(line, no, fmt, id_prefix, max_id_bytes=max_id_bytes)
         if item is not None:
             yield item
 
@@ -131,8 +148,9 @@ def _fields(obj: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def array_items(data: bytes, id_prefix: str) -> Iterator[Item]:
-    """A JSON array of objects (the stream fields) or strings (texts, id ``<id_prefix><index>``)."""
+def array_items(data: bytes, id_prefix: str, *, max_id_bytes: int | None = None) -> Iterator[Item]:
+    """A JSON array of objects (the stream fields) or strings (texts, id ``<id_prefix><index>``); an item
+    that cannot be written (:func:`checked`) is a BadLine."""
     text = _decode(data[3:] if data.startswith(_BOM) else data)
     if isinstance(text, BadLine):
         yield BadLine(1, text.reason.replace(" of the line", ""), "the array")
@@ -148,19 +166,26 @@ def array_items(data: bytes, id_prefix: str) -> Iterator[Item]:
     for i, obj in enumerate(arr, start=1):
         if isinstance(obj, str):
             if obj.strip():
-                yield {"id": f"{id_prefix}{i}", "text": obj}
+                yield checked({"id": f"{id_prefix}{i}", "text": obj}, i, max_id_bytes, f"item {i}")
         else:
-            yield object_fields(obj, i, f"item {i}")
+            yield object_fields(obj, i, f"item {i}", max_id_bytes=max_id_bytes)
 
 
-def directory_items(root: Path, max_bytes: int) -> Iterator[Item]:
+def directory_items(root: Path, max_bytes: int, *, max_id_bytes: int | None = None) -> Iterator[Item]:
     """One document per regular file under ``root`` (recursively, sorted, hidden ones skipped): id = its
-    path relative to ``root``, text = its content. Files larger than ``max_bytes`` or not UTF-8 are bad."""
+    path relative to ``root``, text = its content. Files larger than ``max_bytes``, not UTF-8, with a name
+    that is not UTF-8 or (with ``max_id_bytes``) a path longer than that are bad."""
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
         if any(part.startswith(".") for part in rel.parts) or not path.is_file():
             continue
         name = rel.as_posix()
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:  # its bytes were kept as surrogates (surrogateescape)
+            shown = os.fsencode(name).decode("utf-8", "backslashreplace")
+            yield BadLine(0, "its path is not UTF-8 (an id must be)", shown)
+            continue
         size = path.stat().st_size
         if size > max_bytes:
             yield BadLine(0, f"{size:,} bytes, more than max_doc_bytes = {max_bytes:,}", name)
@@ -169,7 +194,7 @@ def directory_items(root: Path, max_bytes: int) -> Iterator[Item]:
         if isinstance(text, BadLine):
             yield BadLine(0, text.reason.replace(" of the line", ""), name)
         elif text.strip():
-            yield {"id": name, "text": text}
+            yield checked({"id": name, "text": text}, 0, max_id_bytes, name)
 
 
 def read_lines(stream: BinaryIO, idle_s: float | None = None) -> Iterator[bytes | None]:
@@ -246,6 +271,7 @@ def read_items(
     idle_s: float | None = None,
     warn: Callable[[str], None] | None = None,
     on_bytes: Callable[[int], None] | None = None,
+    max_id_bytes: int | None = None,
 ) -> Iterator[Item | None]:
     """The documents of ``stream`` as they arrive, in format ``fmt`` (``auto``, ``jsonl``, ``text`` or
     ``json-array``); None whenever the input paused for ``idle_s`` (time to send what is buffered).
@@ -259,6 +285,8 @@ def read_items(
         idle_s: see above (pipes and terminals only).
         warn: called with each warning.
         on_bytes: called with the number of bytes of each line consumed (for a progress bar).
+        max_id_bytes: a document with a longer id is bad (None: not checked); one with a field that cannot
+            be written (a lone surrogate) always is.
     """
     lines: Iterator[bytes | None] = read_lines(stream, idle_s)
     if fmt == "auto":
@@ -274,7 +302,7 @@ def read_items(
         lines = itertools.chain(head, lines)
     if fmt == "json-array":
         data = b"\n".join(_counted(lines, on_bytes))
-        yield from array_items(data, id_prefix)
+        yield from array_items(data, id_prefix, max_id_bytes=max_id_bytes)
         return
     no = 0
     for line in lines:
@@ -284,7 +312,7 @@ def read_items(
         no += 1
         if on_bytes is not None:
             on_bytes(len(line) + 1)
-        item = parse_line(line, no, fmt, id_prefix)
+        item = parse_line(line, no, fmt, id_prefix, max_id_bytes=max_id_bytes)
         if item is not None:
             yield item
 
