@@ -21,7 +21,7 @@ import pytest
 import redis
 import redis.cluster
 from helpers import alerts, text, variant
-from procs import Served, check_exactly_once, counter, pairs_corpus, push_corpus, wait_for
+from procs import DEDUPD, Served, check_exactly_once, counter, pairs_corpus, push_corpus, wait_for
 
 from dedupd.daemon.monitor import group_state
 from dedupd.index.keys import Keys
@@ -184,6 +184,22 @@ def _once_per_input(client: Any, inputs: dict[str, str]) -> None:
     per_input = Counter(a["input"] for a in got)
     assert max(per_input.values(), default=1) == 1, [k for k, v in per_input.items() if v > 1]
     assert all(inputs[a["input"]] == a["id"] for a in got)
+
+
+def test_serve_names_the_primary_that_evicts(cluster: Cluster, rc: redis.cluster.RedisCluster) -> None:
+    """Every primary's eviction policy is read: one of them on volatile-lru is named, and serve exits 2."""
+    node = rc.get_primaries()[1]
+    rc.config_set("maxmemory-policy", "volatile-lru", target_nodes=node)
+    try:
+        env = {**os.environ, "DEDUPD_REDIS_URL": cluster.url, "DEDUPD_REDIS_CLUSTER": "1"}
+        res = subprocess.run([*DEDUPD, "serve"], env=env, capture_output=True, text=True, timeout=60)
+    finally:
+        rc.config_set("maxmemory-policy", "noeviction", target_nodes=node)
+    assert res.returncode == 2, res.stderr
+    [line] = res.stderr.strip().splitlines()
+    assert line.startswith("dedupd: error: the Redis node ") and "Traceback" not in res.stderr
+    assert f":{node.port} evicts keys (maxmemory-policy volatile-lru)" in line
+    assert f"-p {node.port} CONFIG SET maxmemory-policy noeviction" in line
 
 
 def test_cluster_finds_the_same_pairs_as_a_single_redis(

@@ -167,6 +167,8 @@ def test_redis_cli_reaches_a_running_serve_at_the_printed_socket(data: Path) -> 
     serve = serving(data)
     sock = data / "redis.sock"
     assert f"embedded Redis at unix socket {sock} (redis-cli -s {sock})" in serve.stderr
+    policy = cli(data, "CONFIG", "GET", "maxmemory-policy").stdout.split()
+    assert policy == ["maxmemory-policy", "noeviction"]
     words = "storm hits the coast thousands without power as the river floods the old town tonight"
     for doc_id, text in (("a", words), ("b", words + " again")):
         added = cli(data, "XADD", "dedupd:docs", "*", "id", doc_id, "text", text)
@@ -225,3 +227,19 @@ def test_a_data_dir_too_long_for_a_socket_gets_a_stable_short_one(tmp_path: Path
     assert "would be longer than the 107 bytes" in describe(layout)
     short = Layout.of(tmp_path / "data")
     assert short.socket == tmp_path / "data" / "redis.sock" and not short.socket_elsewhere
+
+
+def test_the_embedded_server_never_evicts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """It is started with maxmemory-policy noeviction (dedupd refuses any other: see dedupd/server/eviction.py)."""
+    from dedupd.server import embedded
+
+    started: list[list[str]] = []
+
+    class NoServer:
+        def __init__(self, argv: list[str], **kwargs: object) -> None:
+            started.append(argv)
+
+    monkeypatch.setattr(embedded.subprocess, "Popen", NoServer)
+    embedded._run_server(embedded.Layout.of(tmp_path), "redis-server")
+    argv = started[0]
+    assert argv[argv.index("--maxmemory-policy") + 1] == "noeviction"

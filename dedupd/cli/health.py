@@ -27,21 +27,27 @@ from dedupd.index.keys import Keys
     help="Healthy only when this consumer heartbeats (repeatable); e.g. a systemd instance's own name.",
 )
 def check(max_age: float | None, wanted: tuple[str, ...], **opts: Any) -> None:
-    """Health check: exit 0 when Redis answers and a daemon is heartbeating, else 1.
+    """Health check: exit 0 when Redis answers, evicts no keys and a daemon is heartbeating, else 1.
 
-    Fit for systemd and Kubernetes probes; prints one line saying why. With --consumer, the named
+    Fit for systemd and Kubernetes probes; prints one line saying why. A server whose maxmemory-policy
+    is not noeviction is unhealthy (it loses the index's keys in silence). With --consumer, the named
     daemon(s) must be the ones heartbeating (a per-instance probe); without, any daemon will do.
     """
     import redis
 
     from dedupd.daemon.monitor import live_consumers
+    from dedupd.server.eviction import first_refusal, read_memory
 
     settings = settings_from(**opts)
     try:
         client = connect_to(settings, start_embedded=False)
+        evicting = first_refusal(read_memory(client))
         live = live_consumers(client, Keys(settings.prefix), max_age)
     except (DedupdError, redis.RedisError) as exc:
         click.echo(f"unhealthy: {one_line(exc)}")
+        sys.exit(1)
+    if evicting is not None:
+        click.echo(f"unhealthy: {evicting}")
         sys.exit(1)
     if not live:
         click.echo("unhealthy: Redis answers but no daemon is heartbeating")
@@ -65,13 +71,15 @@ def check(max_age: float | None, wanted: tuple[str, ...], **opts: Any) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of the table.")
 def stats(interval: float, as_json: bool, **opts: Any) -> None:
-    """Index size, Redis memory per document, stream lag, pending entries, daemons, throughput.
+    """Index size, Redis memory and eviction policy, stream lag, pending entries, daemons, throughput.
 
     Documents indexed, the parameters stored with the index, Redis memory (whole server) and per
-    document, the input stream's length, the consumer group's lag and pending entries, each
-    consumer's pending entries and idle time (and the stale ones: idle over 10 x claim_idle_ms, nothing
-    pending, no heartbeat), live daemons from their heartbeats, the alerts and dead-letter streams, the
-    running totals, and the throughput over --interval seconds.
+    document, the server's maxmemory, headroom and eviction policy (with a warning when it is not
+    noeviction, or when the headroom is under 10 % of maxmemory or 64 MiB, whichever is smaller), the
+    input stream's length, the consumer group's lag and pending entries, each consumer's pending
+    entries and idle time (and the stale ones: idle over 10 x claim_idle_ms, nothing pending, no
+    heartbeat), live daemons from their heartbeats, the alerts and dead-letter streams, the running
+    totals, and the throughput over --interval seconds.
     """
     from dedupd.ops.stats import collect, render
 

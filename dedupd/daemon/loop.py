@@ -66,6 +66,7 @@ from dedupd.server.connection import (
     retry_transient,
     wait_for_replicas,
 )
+from dedupd.server.eviction import ServerMemory, first_refusal, refuse_eviction
 from dedupd.settings import Settings
 from dedupd.similarity.spec import IndexSpec
 
@@ -106,6 +107,9 @@ class Daemon:
         self.keys = Keys(settings.prefix)
         self.consumer = settings.consumer_name()
         self.client: RedisClient = client if client is not None else connect(settings, retry_for_s=60)
+        # an evicting server would lose the index's keys in silence: refuse before writing anything
+        retry_transient(lambda: refuse_eviction(self.client), settings, 60)
+        self._evicting: str | None = None  # what the server's policy said when last read (see _watch_memory)
         self.generations = Generations(self.client, self.keys)
         # the server can turn BUSY (another client's script) or away right after the first PING
         spec, gen = retry_transient(
@@ -310,7 +314,9 @@ class Daemon:
             self._follow()
         if self.beat.due():
             self._heartbeat()
-        self.metrics.refresh_group(self.client, self.keys)
+        memory = self.metrics.refresh_group(self.client, self.keys)
+        if memory is not None:
+            self._watch_memory(memory)
         if self.progress.due():
             self._log_progress()
         if self.paused_for is not None:
@@ -340,6 +346,17 @@ class Daemon:
         if overlapping and result is None:
             return BatchResult()
         return result if result is None or result.ack or result.processed or result.dead else None
+
+    def _watch_memory(self, servers: list[ServerMemory]) -> None:
+        """One warning when the server's eviction policy turns evicting while serving (the daemon goes on:
+        `dedupd check` reports it unhealthy), and one line when it is noeviction again."""
+        evicting = first_refusal(servers)
+        if evicting != self._evicting:
+            if evicting is not None:
+                log.warning("%s (changed while serving)", evicting)
+            else:
+                log.info("the Redis server no longer reports an evicting maxmemory-policy")
+        self._evicting = evicting
 
     def _shares_documents(self, batch: list[RawEntry]) -> bool:
         """Whether the batch has an entry of a document of the batch in hand."""

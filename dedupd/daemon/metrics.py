@@ -2,8 +2,9 @@
 
 Each daemon serves its own registry on ``metrics_host:metrics_port`` (127.0.0.1:9464 by default;
 ``metrics_port = 0`` turns the endpoint off). Counters count what this process did since it started
-(Prometheus sums them over the daemons); the lag and pending gauges are the consumer group's, refreshed
-every few seconds, so every daemon reports the same value (take ``max`` over them, not ``sum``).
+(Prometheus sums them over the daemons); the lag, pending and memory headroom gauges are the consumer
+group's and the server's, refreshed every few seconds, so every daemon reports the same value (take ``max``
+over them, not ``sum``).
 """
 
 from __future__ import annotations
@@ -25,12 +26,14 @@ from prometheus_client import (
 )
 
 from dedupd.daemon.monitor import group_state
+from dedupd.server.eviction import ServerMemory, read_memory, tightest
 
 log = logging.getLogger("dedupd.metrics")  # (named as before the layers: log lines and filters show it)
 
 GROUP_REFRESH_S = 5.0
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 10_000)
+NO_LIMIT = -1  # the headroom gauge when the server has no maxmemory (0), or does not say
 
 
 class Metrics:
@@ -58,6 +61,13 @@ class Metrics:
         self.pending = Gauge(
             "dedupd_pending_entries", "Entries delivered to the group but not yet acknowledged", registry=r
         )
+        self.headroom = Gauge(
+            "dedupd_redis_memory_headroom_bytes",
+            "Bytes Redis can use before maxmemory (maxmemory - used_memory, 0 at or over it; the least over "
+            "a cluster's primaries); -1 with no limit (maxmemory 0) or when INFO does not say",
+            registry=r,
+        )
+        self.headroom.set(NO_LIMIT)
         self.batch_seconds = Histogram(
             "dedupd_batch_seconds",
             "Time to process and acknowledge one batch",
@@ -122,12 +132,24 @@ class Metrics:
             self.lag.set(lag)
         self.pending.set(pending)
 
-    def refresh_group(self, client: Any, keys: Any, every_s: float = GROUP_REFRESH_S) -> None:
-        """Read the group's lag and pending count at most every ``every_s`` seconds (one XINFO GROUPS)."""
+    def set_memory(self, servers: list[ServerMemory]) -> None:
+        """Record the memory headroom (the least over a cluster's primaries; -1 with no limit or unknown)."""
+        tight = tightest(servers)
+        room = tight.headroom if tight is not None else None
+        self.headroom.set(NO_LIMIT if room is None else room)
+
+    def refresh_group(
+        self, client: Any, keys: Any, every_s: float = GROUP_REFRESH_S
+    ) -> list[ServerMemory] | None:
+        """Read the group's lag and pending count and the server's memory at most every ``every_s`` seconds
+        (XINFO GROUPS and STREAM, INFO memory). Returns the memory figures read, None when not due."""
         now = time.monotonic()
         if now - self._last_group < every_s:
-            return
+            return None
         self._last_group = now
         state = group_state(client, keys)
         if state is not None:
             self.set_group(state["lag"], state["pending"])
+        servers = read_memory(client)
+        self.set_memory(servers)
+        return servers

@@ -3,7 +3,8 @@
 Every record and bucket key carries the index generation. A rebuild (:meth:`Rebuild.run`):
 
 1. begins: records the target spec as the next generation with a lease (or resumes the unfinished rebuild
-   towards the same target whose lease expired); a second rebuild refuses while the lease lives;
+   towards the same target whose lease expired); a second rebuild refuses while the lease lives, and so
+   does a server that may evict keys (dedupd/server/eviction.py);
 2. opens a consumer group of its own on the input stream (``keys.REBUILD_GROUP``): from the start of the
    stream when it replays the stream's texts, else from the stream's end when it began. Through it the
    rebuild replays, in stream order, every entry that reaches the stream while it runs, and the trimming
@@ -48,6 +49,7 @@ from dedupd.index.generations import Generations, RebuildError, State
 from dedupd.index.keys import GROUP, REBUILD_GROUP, Keys
 from dedupd.index.record import decode_records
 from dedupd.server.connection import RedisClient
+from dedupd.server.eviction import refuse_eviction
 from dedupd.settings import Settings
 from dedupd.similarity.spec import IndexSpec
 
@@ -107,7 +109,13 @@ class Rebuild:
 
     # ----- the whole sequence -----
     def begin(self) -> tuple[State, bool]:
-        """Step 1: record the target (or resume). Returns the state and whether it resumes."""
+        """Step 1: record the target (or resume). Returns the state and whether it resumes.
+
+        Raises:
+            ConfigError: when the server may evict keys (maxmemory-policy other than noeviction): the new
+                generation would lose documents in silence.
+        """
+        refuse_eviction(self.client)
         current = self.generations.read()
         mode = (
             "file"

@@ -3,6 +3,10 @@
 Every figure is read with a few cheap commands (HLEN, XLEN, XINFO, INFO memory, the heartbeat keys, the
 counters hash); nothing is scanned except the heartbeat keys. Missing keys (an empty Redis, no consumer
 group yet) read as zeros.
+
+The server's eviction policy, ``maxmemory`` and the headroom (``maxmemory - used_memory``) come with warnings:
+a policy other than ``noeviction`` (dedupd's keys would be evicted in silence), and a headroom under the
+margin of dedupd/server/eviction.py (10 % of ``maxmemory`` or 64 MiB, whichever is smaller).
 """
 
 from __future__ import annotations
@@ -17,6 +21,14 @@ import redis
 from dedupd.daemon.monitor import group_state, live_consumers
 from dedupd.index.generations import Generations
 from dedupd.index.keys import GROUP, Keys
+from dedupd.server.eviction import (
+    HEADROOM_MARGIN_BYTES,
+    HEADROOM_MARGIN_FRACTION,
+    ServerMemory,
+    headroom_margin,
+    read_memory,
+    tightest,
+)
 
 COUNTERS = ("processed", "alerts", "dead")
 
@@ -67,6 +79,13 @@ class Stats:
     rebuild: dict[str, Any] | None = None  # an unfinished rebuild: its target, and who runs it (if anyone)
     stale: list[str] = field(default_factory=list)  # consumers of stopped daemons (see stale_consumers)
     stale_idle_ms: int = 0
+    # the server's eviction policy (a cluster: the first evicting primary's, else that of the primary with the
+    # least headroom); None: the server does not say
+    maxmemory_policy: str | None = None
+    maxmemory: int | None = None  # bytes; 0: no limit; None: unknown (a cluster: the tightest primary's)
+    memory_headroom: int | None = None  # maxmemory - used_memory (0 at or over it); None: no limit or unknown
+    memory_node: str | None = None  # the cluster primary these figures are of (None: a single server)
+    warnings: list[str] = field(default_factory=list)  # an evicting policy, a headroom under the margin
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -94,6 +113,29 @@ def used_memory(client: Any) -> tuple[int, int] | None:
         return None
     used = sum(int(n["used_memory"]) for n in nodes)
     return used, sum(int(n.get("used_memory_startup", 0)) for n in nodes)
+
+
+def memory_warnings(servers: list[ServerMemory]) -> list[str]:
+    """One line per server (cluster primary) that evicts keys, then one per server short of memory.
+
+    >>> memory_warnings([ServerMemory(None, "noeviction", 100 * 2**20, 99 * 2**20)])  # doctest: +ELLIPSIS
+    ['the Redis server has 1.0 MiB left before maxmemory 100.0 MiB, under the margin of 10.0 MiB (...)...']
+    """
+    out = [s.refusal for s in servers if s.refusal is not None]
+    for server in servers:
+        if server.low and server.maxmemory is not None:
+            where = f"node {server.node}" if server.node else "server"
+            margin = human_bytes(headroom_margin(server.maxmemory))
+            rule = (
+                f"{HEADROOM_MARGIN_FRACTION:.0%} of maxmemory, at most {human_bytes(HEADROOM_MARGIN_BYTES)}"
+            )
+            out.append(
+                f"the Redis {where} has {human_bytes(server.headroom)} left before maxmemory "
+                f"{human_bytes(server.maxmemory)}, under the margin of {margin} ({rule}): at maxmemory Redis "
+                "refuses writes (OOM) and the daemons wait until it has room; raise maxmemory, or keep less "
+                "(docs_retention_s, the *_retention settings)"
+            )
+    return out
 
 
 def consumers(client: Any, keys: Keys) -> list[ConsumerStats]:
@@ -179,6 +221,9 @@ def collect(
     first = read_counters(client, keys) if interval > 0 else None
     state = group_state(client, keys)
     memory = used_memory(client)
+    servers = read_memory(client)
+    tight = tightest(servers)
+    shown = next((m for m in servers if m.refusal is not None), tight)  # its policy: the first evicting one
     documents = int(client.hlen(keys.id_forward))
     pipe = client.pipeline(transaction=False)
     for stream in (keys.docs, keys.alerts, keys.dead):
@@ -221,6 +266,11 @@ def collect(
         interval_s=round(interval, 3) if throughput is not None else 0.0,
         stale=stale_consumers(group_consumers, {d.name for d in live}, stale_idle_ms),
         stale_idle_ms=stale_idle_ms,
+        maxmemory_policy=shown.policy if shown is not None else None,
+        maxmemory=tight.maxmemory if tight is not None else None,
+        memory_headroom=tight.headroom if tight is not None else None,
+        memory_node=tight.node if tight is not None else None,
+        warnings=memory_warnings(servers),
     )
 
 
@@ -281,6 +331,8 @@ def render(stats: Stats) -> str:
         ("index", spec_text),
         *([("rebuild", _rebuild_text(stats.rebuild))] if stats.rebuild else []),
         ("Redis memory", f"{human_bytes(stats.used_memory)} (whole server)"),
+        ("memory limit", _limit_text(stats)),
+        ("eviction policy", _policy_text(stats)),
         (
             "memory per document",
             "n/a (no documents)"
@@ -311,6 +363,7 @@ def render(stats: Stats) -> str:
         )
     width = max(len(k) for k, _ in pairs)
     lines = [f"dedupd stats (prefix {stats.prefix!r})"] + [f"  {k.ljust(width)}  {v}" for k, v in pairs]
+    lines += [f"warning: {w}" for w in stats.warnings]
     lines.append("")
     if stats.consumers:
         lines.append("consumers in the group:")
@@ -347,6 +400,23 @@ def render(stats: Stats) -> str:
     else:
         lines.append("live daemons: none heartbeating")
     return "\n".join(lines)
+
+
+def _limit_text(stats: Stats) -> str:
+    if stats.maxmemory is None:
+        return "unknown (INFO memory does not say)"
+    if stats.maxmemory == 0:
+        return "no limit (maxmemory 0)"
+    node = f" (node {stats.memory_node}, the primary with the least headroom)" if stats.memory_node else ""
+    return f"maxmemory {human_bytes(stats.maxmemory)}, headroom {human_bytes(stats.memory_headroom)}{node}"
+
+
+def _policy_text(stats: Stats) -> str:
+    if stats.maxmemory_policy is None:
+        return "unknown (neither INFO memory nor CONFIG GET says): it must be noeviction"
+    if stats.maxmemory_policy != "noeviction":
+        return f"{stats.maxmemory_policy} (evicts keys: see the warning below)"
+    return stats.maxmemory_policy
 
 
 def _rebuild_text(rebuild: dict[str, Any]) -> str:

@@ -363,6 +363,8 @@ def _run_server(layout: Layout, executable: str) -> subprocess.Popen[bytes]:
             *("--port", "0", "--unixsocket", str(layout.socket), "--unixsocketperm", "700"),
             *("--dir", str(layout.data_dir), "--dbfilename", "dedupd.rdb", "--save", ""),
             *("--appendonly", "yes", "--appendfsync", "everysec"),
+            # never evict: an evicted key is a document lost in silence (dedupd.server.eviction refuses others)
+            *("--maxmemory-policy", "noeviction"),
             *(
                 "--daemonize",
                 "no",
