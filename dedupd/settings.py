@@ -23,6 +23,7 @@ from dedupd.errors import ConfigError
 from dedupd.redact import redact_url
 from dedupd.similarity.bounds import Bounds
 from dedupd.similarity.lsh import DEFAULT_FN_WEIGHT, DEFAULT_FP_WEIGHT, LSHParams
+from dedupd.similarity.normalization import NORMALIZATION
 from dedupd.similarity.spec import IndexSpec, ShingleSpec, shard_bits_for
 
 PREFIX_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
@@ -151,7 +152,10 @@ class Settings(BaseSettings):
     max_normalized_bytes: int = Field(
         10_000_000,
         ge=1,
-        description="largest text after Unicode NFKC normalisation, in UTF-8 bytes (bounds what it expands to)",
+        description=(
+            "largest text once normalised (invisible characters dropped, Unicode NFKC), in UTF-8 bytes (bounds"
+            " what it expands to)"
+        ),
     )
     max_stored_bytes: int = Field(
         8_000_000,
@@ -163,7 +167,7 @@ class Settings(BaseSettings):
         ge=1024,
         description=(
             "entries a daemon holds at once (a read and the entries waiting), and texts fingerprinted at once"
-            " (after NFKC), in bytes"
+            " (once normalised), in bytes"
         ),
     )
 
@@ -375,10 +379,12 @@ class Settings(BaseSettings):
     def rebuild_target(self, stored: IndexSpec) -> IndexSpec:
         """The spec a rebuild of ``stored`` builds: only the parameters set explicitly (flags, ``DEDUPD_*``,
         the TOML file) change; bands x rows are chosen again when the threshold or num_perm changes and
-        they are not given."""
+        they are not given; the text normalisation is always this version's (an index normalised by an
+        older one is rebuilt by ``dedupd rebuild`` without flags)."""
         given = self.model_fields_set
         direct = ("shingle", "num_perm", "seed", "minhash", "threshold", "verify")
         changes: dict[str, Any] = {name: getattr(self, name) for name in direct if name in given}
+        changes["normalization"] = NORMALIZATION
         if "capacity" in given:
             changes["shard_bits"] = shard_bits_for(self.capacity)
         if self.bands is not None and self.rows is not None:

@@ -26,6 +26,7 @@ import numpy.typing as npt
 
 from dedupd.similarity.hashing import U64, U64Array, fmix64
 from dedupd.similarity.minhash import _M32, EMPTY, SIG_DTYPE, OnePermHasher
+from dedupd.similarity.normalization import DEFAULT_IGNORABLE
 from dedupd.similarity.shingling import _CP_MUL, _LEN_MUL, _POS_MUL, ShingleBatch, Shingler
 
 I64Array = npt.NDArray[np.int64]
@@ -38,8 +39,13 @@ for _c in b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_":
 _UNICODE_WORD: npt.NDArray[np.bool_] | None = None  # built on the first non-ASCII batch (0.1-0.2 s)
 
 
+# the default-ignorable code points, for str.translate (the package drops them with a regular expression)
+_DROP = dict.fromkeys(c for a, b in DEFAULT_IGNORABLE for c in range(a, b + 1))
+
+
 def _lower_nfkc(text: str) -> str:
-    return (text if text.isascii() else unicodedata.normalize("NFKC", text)).lower()
+    """Default-ignorables dropped, NFKC, lowercase."""
+    return (text if text.isascii() else unicodedata.normalize("NFKC", text.translate(_DROP))).lower()
 
 
 def word_table(top: int) -> npt.NDArray[np.bool_]:
@@ -72,7 +78,8 @@ def words(
     k: int, texts: Sequence[str], want_tails: bool
 ) -> tuple[U64Array, I64Array, list[str], dict[int, str]]:
     """Word units of a batch: each word's hash, words per text, each text's last k-1 words (normalised
-    text), and the texts without any word (their whole whitespace-collapsed text is their one shingle)."""
+    text: default-ignorables dropped, NFKC, lowercase), and the texts without any word (their whole
+    whitespace-collapsed text is their one shingle)."""
     norm = [_lower_nfkc(t) for t in texts]
     joined = "\n".join(norm)  # '\n' is no word character: words never span two documents
     cps, table = _code_points(joined)

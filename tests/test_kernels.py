@@ -23,7 +23,9 @@ from hypothesis import strategies as st
 from reference import numpy_batch, numpy_distinct32, numpy_distinct64, oph_densify, oph_signatures, word_table
 
 from dedupd.similarity import kernels, shingling
+from dedupd.similarity.hashing import POSITION_MULTIPLIERS
 from dedupd.similarity.minhash import EMPTY, MERSENNE61, MinHasher, OnePermHasher
+from dedupd.similarity.normalization import is_ignorable
 from dedupd.similarity.shingling import Shingler, distinct32
 from dedupd.similarity.spec import ShingleSpec
 
@@ -49,7 +51,8 @@ def test_constants_match_shingling() -> None:
 
 def test_fold_table_is_lower_and_word_for_every_code_point() -> None:
     """The kernel's table: str.lower of each code point (U+0130 aside: it never reaches the kernel), and
-    whether that is a word character, as the numpy reference's table says (str.isalnum() or '_')."""
+    whether that is a word character, as the numpy reference's table says (str.isalnum() or '_'), or else
+    whether the code point is default-ignorable."""
     fold = shingling._fold_table(0x10FFFF)
     assert fold.shape == (0x110000,)
     low = np.fromiter(
@@ -58,9 +61,13 @@ def test_fold_table_is_lower_and_word_for_every_code_point() -> None:
         count=0x110000,
     )
     low[0x130] = ord("i")
-    assert np.array_equal(fold & np.uint32(0x7FFFFFFF), low)
+    assert np.array_equal(fold & np.uint32(0x3FFFFFFF), low)
     word = word_table(0x10FFFF)
-    assert np.array_equal((fold >> np.uint32(31)).astype(bool), word[low])
+    ignorable = ((fold >> np.uint32(30)) & np.uint32(1)).astype(bool)
+    assert np.flatnonzero(ignorable).tolist() == [c for c in range(0x110000) if is_ignorable(c)]
+    # a default-ignorable code point is flagged as that, not as a word character (the Hangul fillers are)
+    assert np.array_equal((fold >> np.uint32(31)).astype(bool), word[low] & ~ignorable)
+    assert np.flatnonzero(word[low] & ignorable).tolist() == [0x115F, 0x1160, 0x3164, 0xFFA0]
     assert [c for c in range(0x110000) if len(chr(c).lower()) != 1] == [0x130]  # why U+0130 is special
 
 
@@ -97,6 +104,14 @@ EDGE_TEXTS = [
     "\u0345 ΑΣ\u0345",
     "中文 字 日本語のテキスト",
     "x" * 3000,
+    # default-ignorable code points: dropped before NFKC (dedupd.similarity.normalization)
+    "co\u200bpy ze\u200dro so\u00adft gra\u034fpheme",
+    "\u2067isolated\u2069 \u202eoverride\u202c \u200e\u200f\u061c marks",
+    "\u200b",
+    "\u200b \u00ad\ufeff",
+    "!\u200b!",
+    "e\u034f\u0301 \u0130\u200bx \u03a3\u00ad\u03a3",
+    "tag\U000e0041\U000e007f vs\ufe0f\U000e0100 \u3164\uffa0\u115f",
 ]
 
 
@@ -124,6 +139,31 @@ def test_word_kernel_grows_its_table(monkeypatch: pytest.MonkeyPatch) -> None:
     assert shingling._FOLD.shape[0] == 0x110000
 
 
+def test_the_kernel_flags_texts_with_default_ignorables() -> None:
+    """The kernel marks the texts that hold a default-ignorable code point (between words or in one, in
+    a text with no word): only they are normalised again without them."""
+    texts = [
+        "plain words",
+        "co\u200bpy",
+        "ok \u00fc",
+        "\u2067x\u2069",
+        "\u00ad",
+        "a \ufeff",
+        "ü ü",
+        "x\u3164",
+    ]
+    buf, doc_start, joined = shingling._kernel_input(texts)
+    assert joined is None
+    out = kernels.word_shingles(
+        np.frombuffer(buf, dtype=np.uint8), shingling._fold_table(0xFFFF), doc_start, 2, POSITION_MULTIPLIERS
+    )
+    ignored, top = out[-2], out[-1]
+    assert top == -1 and ignored.tolist() == [False, True, False, True, True, True, False, True]
+    sh = Shingler(ShingleSpec("word", 2))
+    assert_same_batch(sh, texts)
+    assert np.array_equal(sh.hash_set("co\u200bpy"), sh.hash_set("copy"))
+
+
 def test_tuple_input_and_whole_text_tail() -> None:
     sh = Shingler(ShingleSpec("word", 3))
     got = sh.batch(("!!! ?", "a b"))
@@ -132,8 +172,26 @@ def test_tuple_input_and_whole_text_tail() -> None:
 
 
 ascii_words = st.sampled_from(["alpha", "Beta", "GAMMA", "x", "42", "foo_bar", "a1"])
-unicode_words = st.sampled_from(["Ärger", "naïve", "ΣΟΦΙΑ", "ﬁne", "İz", "日本", "𝔘𝔫", "ǅ", "x²", "e\u0301"])
-seps = st.sampled_from([" ", "  ", "\n", "\t", ", ", "!", " -- ", "\u3000", "…", "'", ""])
+unicode_words = st.sampled_from(
+    [
+        "Ärger",
+        "naïve",
+        "ΣΟΦΙΑ",
+        "ﬁne",
+        "İz",
+        "日本",
+        "𝔘𝔫",
+        "ǅ",
+        "x²",
+        "e\u0301",
+        "co\u200bpy",
+        "so\u00adft",
+        "e\u034f\u0301",
+    ]
+)
+seps = st.sampled_from(
+    [" ", "  ", "\n", "\t", ", ", "!", " -- ", "\u3000", "…", "'", "", "\u200d", " \u2069", "\u00ad "]
+)
 generated = st.lists(st.tuples(ascii_words | unicode_words, seps), max_size=40).map(
     lambda ws: "".join(w + s for w, s in ws)
 )
@@ -167,7 +225,8 @@ def test_long_texts(words: list[tuple[str, str]], seed: int) -> None:
 
 def test_long_text_normalised_by_lines() -> None:
     """NFKC line by line around what composes or decomposes at line ends, and what NFKC makes of U+03F9
-    (Σ, whose lowercase depends on its neighbours) or lowercases to two code points (U+0130)."""
+    (Σ, whose lowercase depends on its neighbours) or lowercases to two code points (U+0130); the
+    default-ignorable code points dropped first."""
     rng = np.random.default_rng(2)
     pieces = [
         "plain ascii line",
@@ -186,12 +245,20 @@ def test_long_text_normalised_by_lines() -> None:
         "\u0345",
         "😀",
         "\U00010400b",
+        "in\u200bvisible",
+        "\u00ad",
+        "e\u034f\u0301",
+        "\u2067x\u2069 y",
     ]
     lines = ["".join(rng.choice(pieces, size=int(rng.integers(0, 6)))) for _ in range(2000)]
     text = "\n".join(lines)
     assert len(text.encode()) > shingling._NFKC_BY_LINES
     ascii_only = "\n".join(["ascii only line"] * 1000)
+    dropped = text.translate(dict.fromkeys(map(ord, "\u200b\u00ad\u034f\u2067\u2069")))
     assert shingling._nfkc_lines(text.encode("utf-8")).decode() == unicodedata.normalize("NFKC", text)
+    assert shingling._nfkc_lines(text.encode("utf-8"), drop=True).decode() == unicodedata.normalize(
+        "NFKC", dropped
+    )
     for k in (1, 3):
         assert_same_batch(Shingler(ShingleSpec("word", k)), [text, ascii_only + "\né", text + "\n", "x"])
 

@@ -10,13 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dedupd.similarity.normalization import is_ignorable
 from dedupd.similarity.shingling import Shingler, jaccard, normalize
 from dedupd.similarity.spec import ShingleSpec
 
 
 def reference_shingles(text: str, unit: str, k: int) -> set[tuple[str, ...]]:
-    """The spec, written plainly: normalise, cut into units, take every k consecutive units."""
-    norm = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text).lower()).strip()
+    """The spec, written plainly: normalise (default-ignorables dropped, NFKC, lowercase, whitespace
+    collapsed), cut into units, take every k consecutive units."""
+    visible = "".join(c for c in text if not is_ignorable(ord(c)))
+    norm = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", visible).lower()).strip()
     units = re.findall(r"\w+", norm) if unit == "word" else list(norm)
     if not units:
         return {("<whole>", norm)} if norm else set()
@@ -30,8 +33,10 @@ def ref_jaccard(a: set[tuple[str, ...]], b: set[tuple[str, ...]]) -> float:
 
 
 def test_normalize_nfkc_lower_whitespace() -> None:
-    """NFKC folds the ligature and full-width letters; case and whitespace are folded."""
+    """NFKC folds the ligature and full-width letters; case and whitespace are folded; invisible
+    (default-ignorable) characters are dropped."""
     assert normalize("  ﬁne\tＡＢＣ \n\n Done ") == "fine abc done"
+    assert normalize("  ﬁ\u200bne\tＡ\u00adＢＣ \n\u2067\n Do\u034fne\u2069 ") == "fine abc done"
 
 
 def test_word_shingles_of_a_rose() -> None:
@@ -66,7 +71,21 @@ def test_order_and_position_matter() -> None:
     assert np.intersect1d(sh.hash_set("a b c"), sh.hash_set("c b a")).size == 0
 
 
-words = st.sampled_from(["alpha", "beta", "gamma", "delta", "Ärger", "naïve", "x", "42", "foo_bar"])
+words = st.sampled_from(
+    [
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "Ärger",
+        "naïve",
+        "x",
+        "42",
+        "foo_bar",
+        "ze\u200bro",
+        "\u2067rtl\u2069",
+    ]
+)
 texts = st.lists(words, min_size=0, max_size=30).map(" ".join) | st.text(max_size=60)
 
 

@@ -131,9 +131,11 @@ def rebuild(source: Path | None, allow_missing: bool, abort: bool, wait_s: float
     Only the parameters given (as flags, DEDUPD_* variables or in --config) change; the others keep the
     index's values. When only the banding, threshold or bucket sizing changes the stored signatures are
     re-banded; when shingling, num_perm, seed, scheme or verification change, the texts are re-indexed from
-    the input stream's retained history or --from FILE. The rebuild replays every entry that arrives
-    meanwhile; at the switch the daemons pause for a moment, then follow the new generation, and the old one
-    is deleted. Interrupted, a rerun with the same flags resumes; --abort stops and cleans up.
+    the input stream's retained history or --from FILE. An index whose texts an older dedupd normalised is
+    re-indexed with this version's normalisation (`dedupd rebuild` without flags). The rebuild replays every
+    entry that arrives meanwhile; at the switch the daemons pause for a moment, then follow the new
+    generation, and the old one is deleted. Interrupted, a rerun with the same flags resumes; --abort stops
+    and cleans up.
     """
     from dedupd.index.generations import Generations
     from dedupd.ops.rebuild import Rebuild, RebuildError

@@ -6,21 +6,22 @@ Dead-letter codes (stable; see DESIGN.md): ``missing_id``, ``id_too_long``, ``mi
 
 Input bounds, in bytes: the whole entry (``max_entry_bytes``: field names and values together; an entry
 read cut short because it is larger carries ``CUT_FIELD``, its full size), the text (``max_doc_bytes``) and
-the text after Unicode NFKC normalisation (``max_normalized_bytes``: one U+FDFA, 3 bytes, becomes 18
-characters and 4 words).
+the text once normalised (``max_normalized_bytes``: default-ignorable code points dropped, then Unicode
+NFKC, under which one U+FDFA, 3 bytes, becomes 18 characters and 4 words;
+:func:`dedupd.similarity.normalization.normalized_bytes`).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
 from dedupd.errors import InputError
 from dedupd.index.keys import DOC_FIELD, entry_doc
+from dedupd.similarity.normalization import normalized_bytes
 
 MISSING_ID = "missing_id"
 ID_TOO_LONG = "id_too_long"
@@ -80,7 +81,7 @@ class Entry:
     items: tuple[str, ...] | None
     meta: str | None  # the JSON object text, passed through to alerts as given
     reply_to: str | None = None  # a query's reply stream name
-    size: int = 0  # the text's UTF-8 bytes after NFKC normalisation (what fingerprinting it takes)
+    size: int = 0  # the text's UTF-8 bytes once normalised, or more (what fingerprinting it takes)
 
 
 _KEYS = {name: name.encode() for name in ("op", "text", "source", "items", "meta", "reply_to")}
@@ -162,17 +163,6 @@ def _shown(name: str) -> str:
     return shown if len(shown) <= 40 else shown[:36] + "...'"
 
 
-def normalized_bytes(text: str, raw_bytes: int) -> int:
-    """The UTF-8 size of ``text`` (``raw_bytes`` long) after Unicode NFKC normalisation.
-
-    >>> normalized_bytes("\ufdfa", 3)
-    33
-    """
-    if text.isascii() or unicodedata.is_normalized("NFKC", text):
-        return raw_bytes
-    return len(unicodedata.normalize("NFKC", text).encode("utf-8", "surrogatepass"))
-
-
 def parse_entry(
     entry_id: str,
     fields: dict[bytes, bytes],
@@ -189,7 +179,7 @@ def parse_entry(
         max_doc_bytes: the largest accepted text.
         max_id_bytes: the longest accepted id.
         max_entry_bytes: the largest accepted entry, names and values together (None: no bound).
-        max_normalized_bytes: the largest accepted text after NFKC normalisation (None: no bound).
+        max_normalized_bytes: the largest accepted text once normalised (None: no bound).
 
     Returns:
         The entry.
@@ -211,7 +201,11 @@ def parse_entry(
     grown = 0
     if op is not Op.DELETE and text is not None:
         raw_bytes = len(fields[_KEYS["text"]])
-        grown = raw_bytes if max_normalized_bytes is None else normalized_bytes(text, raw_bytes)
+        grown = (
+            raw_bytes
+            if max_normalized_bytes is None
+            else normalized_bytes(text, raw_bytes, max_normalized_bytes)
+        )
         if max_normalized_bytes is not None and grown > max_normalized_bytes:
             raise InputError(
                 TOO_LARGE,

@@ -160,7 +160,7 @@ def unique_runs(entries: Sequence[Entry]) -> list[list[Entry]]:
 
 
 def byte_runs(run: Sequence[Entry], max_bytes: int) -> list[list[Entry]]:
-    """Split a run into consecutive parts whose texts (``Entry.size``: after NFKC) add up to at most
+    """Split a run into consecutive parts whose texts (``Entry.size``: once normalised) add up to at most
     ``max_bytes`` each (a larger entry alone), so that fingerprinting a part takes memory bounded by it.
 
     >>> [len(p) for p in byte_runs([Entry(str(i), Op.UPSERT, str(i), "x", None, None, None, size=4) for i in range(5)], 8)]

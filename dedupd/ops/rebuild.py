@@ -10,8 +10,9 @@ Every record and bucket key carries the index generation. A rebuild (:meth:`Rebu
    rebuild replays, in stream order, every entry that reaches the stream while it runs, and the trimming
    of the stream keeps what it has not replayed yet;
 3. fills the new generation: by copying the records and re-banding their stored signatures when only the
-   banding changes (bands, rows, threshold, capacity), else from the texts of ``--from FILE`` (line n is
-   entry ``0-n``, older than any stream entry) or of the stream itself; then catches up with the stream;
+   banding changes (bands, rows, threshold, capacity), else (shingling, MinHash, verification or the text
+   normalisation's version change) from the texts of ``--from FILE`` (line n is entry ``0-n``, older than
+   any stream entry) or of the stream itself; then catches up with the stream;
 4. pauses the daemons (they finish their batch and wait; the pause expires by itself if the rebuild dies),
    catches up to the last entry delivered to them, and checks that the new generation holds every
    document of the current one at least at the same version (the stream id of the entry that last changed
@@ -62,8 +63,9 @@ PAUSE_MS = 30_000
 
 
 def rebands_only(a: IndexSpec, b: IndexSpec) -> bool:
-    """True when the stored signatures stay valid (only the banding, threshold or bucket sizing changes)."""
-    same = ("shingle", "num_perm", "seed", "minhash", "scheme")
+    """True when the stored signatures stay valid (only the banding, threshold or bucket sizing changes);
+    another text normalisation changes the shingles: the texts are reshingled."""
+    same = ("shingle", "num_perm", "seed", "minhash", "scheme", "normalization")
     return all(getattr(a, f) == getattr(b, f) for f in same) and (
         a.verify == b.verify or b.verify == "signature"
     )

@@ -35,7 +35,9 @@ _CP_MUL = _U64(0xA0761D6478BD642F)
 _LEN_MUL = _U64(0xE7037ED1A0B428DB)
 _EMPTY = np.uint32(0xFFFFFFFF)
 _WORD = np.uint32(0x80000000)  # in the fold table: a word character
-_CP_BITS = np.uint32(0x7FFFFFFF)  # in the fold table: the lowercase code point
+_IGNORABLE = np.uint32(0x40000000)  # in the fold table: a default-ignorable code point (never a word one)
+_CP_BITS = np.uint32(0x3FFFFFFF)  # in the fold table: the lowercase code point
+_IGNORED = -2  # what the word scan returns for a document that holds a default-ignorable code point
 
 _jit = numba.njit(cache=True, nogil=True)
 _inline = numba.njit(cache=True, nogil=True, inline="always")
@@ -106,23 +108,26 @@ def word_shingles(buf, fold, doc_start, k, pm):  # type: ignore[no-untyped-def]
     """Word k-shingle hashes of a batch, as ``numpy_batch`` in tests/reference.py computes them.
 
     Args:
-        buf: uint8, the NFKC-normalised texts in UTF-8 (surrogates passed), joined by ``"\\n"``.
+        buf: uint8, the texts in UTF-8 (surrogates passed), joined by ``"\\n"``, in NFKC (and, for the
+            documents flagged by an earlier call, without their default-ignorable code points:
+            :func:`dedupd.similarity.normalization.nfkc`).
         fold: uint32 per code point: its lowercase (``str.lower``, which is one code point for every
             code point but U+0130, and context-free but for U+03A3: texts holding those come lowercased
             already, and ``str.lower`` is idempotent) with bit 31 set when that is a word character
-            (``re``'s ``\\w``).
+            (``re``'s ``\\w``), or else bit 30 when the code point is default-ignorable.
         doc_start: int64, n_docs + 1: document d is ``buf[doc_start[d] : doc_start[d+1] - 1]``
             (``doc_start[n_docs] == len(buf) + 1``).
         k: shingle length in words (>= 1).
         pm: uint64 position multipliers (``dedupd.similarity.hashing.POSITION_MULTIPLIERS``), at least k.
 
     Returns:
-        ``(hashes, offsets, n_units, whole, tail_lo, tail_hi, top)``: the shingle hashes (document d's
-        are ``hashes[offsets[d]:offsets[d+1]]``); words per document; ``whole[d]`` when document d has
-        no word but some non-space character: its one slot in ``hashes`` is left 0 for the caller to
-        fill with the whole-text hash; the byte range of the text's last k-1 words (empty when it has no
-        word or k == 1); ``top``: -1, or a code point beyond ``fold`` (then nothing else is valid: call
-        again with a larger table).
+        ``(hashes, offsets, n_units, whole, tail_lo, tail_hi, ignored, top)``: the shingle hashes
+        (document d's are ``hashes[offsets[d]:offsets[d+1]]``); words per document; ``whole[d]`` when
+        document d has no word but some non-space character: its one slot in ``hashes`` is left 0 for the
+        caller to fill with the whole-text hash; the byte range of the text's last k-1 words (empty when it
+        has no word or k == 1); ``ignored[d]`` when document d holds a default-ignorable code point (then
+        its values are not valid: call again with it normalised without them); ``top``: -1, or a code
+        point beyond ``fold`` (then nothing else is valid: call again with a larger table).
     """
     n_docs = doc_start.shape[0] - 1
     n = buf.shape[0]
@@ -134,13 +139,20 @@ def word_shingles(buf, fold, doc_start, k, pm):  # type: ignore[no-untyped-def]
     whole = np.zeros(n_docs, dtype=np.bool_)
     tail_lo = np.zeros(n_docs, dtype=np.int64)
     tail_hi = np.zeros(n_docs, dtype=np.int64)
+    ignored = np.zeros(n_docs, dtype=np.bool_)
     o = 0
     for d in range(n_docs):
         s = doc_start[d]
         e = doc_start[d + 1] - 1
         nw, last_end, top = _scan_words(buf, fold, s, e, units, wstart)
         if top >= 0:
-            return out[:0], offsets, n_units, whole, tail_lo, tail_hi, top
+            return out[:0], offsets, n_units, whole, tail_lo, tail_hi, ignored, top
+        if top == _IGNORED:  # no shingle: the caller drops them and calls again
+            ignored[d] = True
+            offsets[d + 1] = o
+            tail_lo[d] = s
+            tail_hi[d] = s
+            continue
         n_units[d] = nw
         if nw > 0:
             o = _emit_shingles(units, nw, k, pm, out, o)
@@ -155,15 +167,15 @@ def word_shingles(buf, fold, doc_start, k, pm):  # type: ignore[no-untyped-def]
         else:
             tail_lo[d] = s
             tail_hi[d] = s
-    return out[:o], offsets, n_units, whole, tail_lo, tail_hi, np.int64(-1)
+    return out[:o], offsets, n_units, whole, tail_lo, tail_hi, ignored, np.int64(-1)
 
 
 @_inline
 def _scan_words(buf, fold, s, e, units, wstart):  # type: ignore[no-untyped-def]
     """The words of ``buf[s:e]``: each one's hash into ``units`` and its first byte into ``wstart``.
 
-    Returns ``(words, end of the last word, top)``: ``top`` is -1, or a code point beyond ``fold`` (then
-    the rest is not valid).
+    Returns ``(words, end of the last word, top)``: ``top`` is -1, or a code point beyond ``fold``, or
+    ``_IGNORED`` at the first default-ignorable code point (then the rest is not valid).
     """
     size = fold.shape[0]
     nw = 0
@@ -178,10 +190,12 @@ def _scan_words(buf, fold, s, e, units, wstart):  # type: ignore[no-untyped-def]
         if f >= _WORD:  # a word starts
             wstart[nw] = at
             unit, i, last_end, c = _hash_word(buf, fold, f, i, e)
-            if c >= 0:
+            if c != -1:
                 return nw, last_end, c
             units[nw] = unit
             nw += 1
+        elif f >= _IGNORABLE:
+            return nw, last_end, np.int64(_IGNORED)
     return nw, last_end, np.int64(-1)
 
 
@@ -191,7 +205,8 @@ def _hash_word(buf, fold, f, i, e):  # type: ignore[no-untyped-def]
     ``buf[i:e]`` in a tight loop.
 
     Returns ``(hash, i, end, top)``: where reading stopped (after the first non-word character), where
-    the word ends, and -1 or a code point beyond ``fold`` (then the rest is not valid).
+    the word ends, and -1, or a code point beyond ``fold``, or ``_IGNORED`` when that character is a
+    default-ignorable code point (then the rest is not valid).
     """
     size = fold.shape[0]
     acc = _ZERO
@@ -209,6 +224,8 @@ def _hash_word(buf, fold, f, i, e):  # type: ignore[no-untyped-def]
             return _ZERO, i, at, c
         f = fold[c]
         if f < _WORD:
+            if f >= _IGNORABLE:
+                return _ZERO, i, at, np.int64(_IGNORED)
             return fmix64(acc + length * _LEN_MUL), i, at, np.int64(-1)
 
 

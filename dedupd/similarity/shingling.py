@@ -3,7 +3,9 @@
 Course material: seeds/001 ("k-shingles", "hashing shingles") and seeds/004 (hash shingles directly
 instead of keeping a shingle dictionary).
 
-Normalisation: Unicode NFKC, lowercase, whitespace runs collapsed to one space, ends stripped.
+Normalisation (version :data:`dedupd.similarity.normalization.NORMALIZATION`, recorded in the index spec):
+default-ignorable code points dropped (zero-width spaces and joiners, soft hyphens, bidi controls...), Unicode
+NFKC, lowercase, whitespace runs collapsed to one space, ends stripped.
 Units are words (maximal runs of ``\\w`` characters, as Python's ``re`` defines them) or characters.
 A k-shingle is k consecutive units. The batch is processed without a Python loop per word or shingle:
 the normalised texts are joined and viewed as one array of code points; a table says which code points
@@ -15,8 +17,11 @@ no word at all (``"!!!"``) yields one shingle of its whole normalised text (hash
 text yields none.
 
 Word mode runs that in one compiled loop (:func:`dedupd.similarity.kernels.word_shingles`, numba) over the UTF-8
-bytes of the joined NFKC texts, lowercasing through a table; the numpy code described above is the
-reference that tests compare it with (``numpy_batch`` in tests/reference.py). Char mode is numpy.
+bytes of the joined NFKC texts, lowercasing through a table; the table also marks the default-ignorable code
+points, and a text the kernel finds one in is normalised again without them
+(:func:`dedupd.similarity.normalization.nfkc`) and shingled again, so that the others cost no search. The
+numpy code described above is the reference that tests compare it with (``numpy_batch`` in
+tests/reference.py). Char mode is numpy.
 
 Example:
     >>> sh = Shingler(ShingleSpec("word", 2))
@@ -30,12 +35,14 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import xxhash
 
 from dedupd.similarity.hashing import POSITION_MULTIPLIERS, U64, U64Array, fmix64
+from dedupd.similarity.normalization import DEFAULT_IGNORABLE, drop_ignorable, nfkc
 from dedupd.similarity.spec import ShingleSpec
 
 _WS_RE = re.compile(r"\s+")
@@ -47,16 +54,24 @@ _LEN_MUL = U64(0xE7037ED1A0B428DB)
 
 
 def normalize(text: str) -> str:
-    """NFKC, lowercase, collapse whitespace, strip."""
-    return _WS_RE.sub(" ", unicodedata.normalize("NFKC", text).lower()).strip()
+    """Default-ignorables dropped, NFKC, lowercase, collapse whitespace, strip.
+
+    >>> normalize(" Zero\\u200bwidth  SOFT\\u00adHYPHEN ")
+    'zerowidth softhyphen'
+    """
+    return _WS_RE.sub(" ", nfkc(text).lower()).strip()
 
 
-def _kernel_text(text: str) -> bytes:
-    """A non-ASCII text for the word kernel, in UTF-8: NFKC, and lowercased here only if it then holds
-    U+0130 (whose lowercase is two code points) or U+03A3 (whose lowercase depends on its neighbours)."""
+def _kernel_text(text: str, drop: bool = False) -> bytes:
+    """A non-ASCII text for the word kernel, in UTF-8: NFKC (its default-ignorable code points dropped
+    first when ``drop``: the kernel flags the texts that hold some, so that the others cost no search), and
+    lowercased here only if it then holds U+0130 (whose lowercase is two code points) or U+03A3 (whose
+    lowercase depends on its neighbours)."""
     raw = text.encode("utf-8", "surrogatepass")
     if len(raw) >= _NFKC_BY_LINES:
-        raw = _nfkc_lines(raw)
+        raw = _nfkc_lines(raw, drop)
+    elif drop:
+        raw = nfkc(text).encode("utf-8", "surrogatepass")
     elif not unicodedata.is_normalized("NFKC", text):
         raw = unicodedata.normalize("NFKC", text).encode("utf-8", "surrogatepass")
     if b"\xc4\xb0" in raw or b"\xce\xa3" in raw:  # U+0130, U+03A3
@@ -67,11 +82,12 @@ def _kernel_text(text: str) -> bytes:
 _NFKC_BY_LINES = 8192  # bytes
 
 
-def _nfkc_lines(raw: bytes) -> bytes:
-    """NFKC of a long UTF-8 text, decoding and normalising only the lines that hold non-ASCII bytes
-    (runs of them less than 1 kB apart together): ``"\\n"`` neither decomposes nor composes with what
-    is on either side of it, so NFKC never reaches across it. A 755 kB source file with 580 non-ASCII
-    characters: 1.8 ms instead of 10.8."""
+def _nfkc_lines(raw: bytes, drop: bool = False) -> bytes:
+    """NFKC of a long UTF-8 text (without its default-ignorable code points when ``drop``:
+    :func:`~dedupd.similarity.normalization.nfkc`), decoding and normalising only the lines that hold
+    non-ASCII bytes (runs of them less than 1 kB apart together): every default-ignorable code point is
+    non-ASCII, and ``"\\n"`` neither decomposes nor composes with what is on either side of it, so NFKC
+    never reaches across it. A 755 kB source file with 580 non-ASCII characters: 1.8 ms instead of 10.8."""
     data = np.frombuffer(raw, dtype=np.uint8)
     newlines = np.flatnonzero(data == 0x0A)
     lines = np.unique(np.searchsorted(newlines, np.flatnonzero(data >= 0x80)))  # the dirty lines
@@ -83,35 +99,44 @@ def _nfkc_lines(raw: bytes) -> bytes:
     done = 0
     for a, b in zip(lo[first].tolist(), hi[last].tolist(), strict=True):
         piece = raw[a:b].decode("utf-8", "surrogatepass")
-        if not unicodedata.is_normalized("NFKC", piece):
-            parts += [raw[done:a], unicodedata.normalize("NFKC", piece).encode("utf-8", "surrogatepass")]
+        kept = drop_ignorable(piece) if drop else piece
+        if kept is not piece or not unicodedata.is_normalized("NFKC", piece):
+            parts += [raw[done:a], unicodedata.normalize("NFKC", kept).encode("utf-8", "surrogatepass")]
             done = b
     parts.append(raw[done:])
     return b"".join(parts)
 
 
 def _kernel_input(texts: Sequence[str]) -> tuple[bytes, npt.NDArray[np.int64], str | None]:
-    """The batch as the word kernel reads it: the texts (NFKC, not lowercased: the kernel does it) in
-    UTF-8 joined by ``"\\n"``, where each starts (n + 1 positions), and the joined text when all of them
-    are ASCII (byte positions are then character positions). Python works per text only when the batch
-    is not all ASCII."""
+    """The batch as the word kernel reads it: the texts (NFKC, not lowercased: the kernel does it) in UTF-8
+    joined by ``"\\n"``, where each starts (n + 1 positions), and the joined text when all of them are ASCII
+    (byte positions are then character positions). Python works per text only when the batch is not all
+    ASCII."""
     joined = "\n".join(texts)
-    doc_start = np.zeros(len(texts) + 1, dtype=np.int64)
     if joined.isascii():
+        doc_start = np.zeros(len(texts) + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) + 1, out=doc_start[1:])
         return joined.encode("ascii"), doc_start, joined
-    parts = [t.encode("ascii") if t.isascii() else _kernel_text(t) for t in texts]
+    buf, doc_start = _joined([t.encode("ascii") if t.isascii() else _kernel_text(t) for t in texts])
+    return buf, doc_start, None
+
+
+def _joined(parts: list[bytes]) -> tuple[bytes, npt.NDArray[np.int64]]:
+    """The texts' bytes joined by ``"\\n"``, and where each starts (n + 1 positions)."""
+    doc_start = np.zeros(len(parts) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)) + 1, out=doc_start[1:])
-    return b"\n".join(parts), doc_start, None
+    return b"\n".join(parts), doc_start
 
 
-_FOLD: npt.NDArray[np.uint32] | None = None  # lowercase | word flag << 31, built as texts need it
+# lowercase | word flag << 31 | default-ignorable flag << 30, built as texts need it
+_FOLD: npt.NDArray[np.uint32] | None = None
 
 
 def _fold_table(top: int) -> npt.NDArray[np.uint32]:
     """For each code point up to at least ``top``: its lowercase (``str.lower``; U+0130, whose lowercase
     is two code points, gets "i": the kernel never sees it) with bit 31 set when that is a word character
-    (``re``'s ``\\w``).
+    (``re``'s ``\\w``), or else bit 30 when the code point is default-ignorable (its lowercase is itself; the
+    kernel flags the texts that hold one).
 
     ASCII first, then the Basic Multilingual Plane (a few ms), the rest only when a text needs it.
     """
@@ -124,8 +149,28 @@ def _fold_table(top: int) -> npt.NDArray[np.uint32]:
         word = re.sub(r"\W", "\0", low)  # word characters stay, the others become 0 (0 itself is none)
         cps = np.frombuffer(low.encode("utf-32-le", "surrogatepass"), dtype="<u4")
         flags = np.frombuffer(word.encode("utf-32-le", "surrogatepass"), dtype="<u4") != 0
-        _FOLD = cps | (flags.astype(np.uint32) << np.uint32(31))
+        ignorable = np.zeros(size, dtype=bool)
+        for a, b in DEFAULT_IGNORABLE:
+            ignorable[a : b + 1] = True  # (a range beyond the table is empty)
+        flags &= ~ignorable  # the Hangul fillers are word characters: the kernel stops at them all the same
+        _FOLD = (
+            cps | (flags.astype(np.uint32) << np.uint32(31)) | (ignorable.astype(np.uint32) << np.uint32(30))
+        )
     return _FOLD
+
+
+def _word_kernel(buf: bytes, doc_start: npt.NDArray[np.int64], k: int, top: int) -> tuple[Any, ...]:
+    """:func:`dedupd.similarity.kernels.word_shingles` of a joined batch, the fold table grown until it holds
+    every code point of the batch (from one covering ``top``). Returns the kernel's values, the last
+    one the top the table now covers."""
+    from dedupd.similarity.kernels import word_shingles
+
+    data = np.frombuffer(buf, dtype=np.uint8)
+    while True:
+        *out, beyond = word_shingles(data, _fold_table(top), doc_start, k, POSITION_MULTIPLIERS)
+        if beyond < 0:
+            return (*out, top)
+        top = int(beyond)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -172,20 +217,36 @@ class Shingler:
     # ----- word mode, compiled -----
     def _word_batch(self, texts: Sequence[str], want_tails: bool) -> ShingleBatch:
         """Word shingles by :func:`dedupd.similarity.kernels.word_shingles`: the same hashes as the numpy reference
-        (tests/reference.py: ``words`` + :meth:`_shingles`), with no Python work per ASCII document."""
-        from dedupd.similarity.kernels import word_shingles
+        (tests/reference.py: ``words`` + :meth:`_shingles`), with no Python work per ASCII document.
 
+        The kernel flags the texts that hold default-ignorable code points (none is ASCII): they are
+        normalised again without them and shingled in a second call of their own (NFKC makes none of
+        another code point: once is enough), whose results take their places."""
         k = self.spec.k
         buf, doc_start, joined = _kernel_input(texts)
-        data = np.frombuffer(buf, dtype=np.uint8)
         top = 0 if joined is not None else 0x80
-        while True:
-            hashes, offsets, n_units, whole, tail_lo, tail_hi, beyond = word_shingles(
-                data, _fold_table(top), doc_start, k, POSITION_MULTIPLIERS
-            )
-            if beyond < 0:
-                break
-            top = int(beyond)
+        hashes, offsets, n_units, whole, tail_lo, tail_hi, ignored, top = _word_kernel(buf, doc_start, k, top)
+        starts, ends = doc_start[:-1], doc_start[1:] - 1
+        if ignored.any():
+            again = np.flatnonzero(ignored)
+            buf2, start2 = _joined([_kernel_text(texts[i], drop=True) for i in again.tolist()])
+            h2, off2, n2, whole2, lo2, hi2, still, top = _word_kernel(buf2, start2, k, top)
+            assert not still.any(), "a text without default-ignorables still holds some"
+            counts = np.diff(offsets)
+            counts[again] = np.diff(off2)
+            offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+            np.cumsum(counts, out=offsets[1:])
+            theirs = np.repeat(ignored, counts)
+            merged = np.empty(int(offsets[-1]), dtype=np.uint64)
+            merged[~theirs], merged[theirs] = hashes, h2
+            hashes = merged
+            n_units[again], whole[again] = n2, whole2
+            # positions in the second buffer, after the first: one buffer for the pieces read below
+            shift = len(buf) + 1
+            buf = buf + b"\n" + buf2
+            starts, ends = starts.copy(), ends.copy()
+            starts[again], ends[again] = start2[:-1] + shift, start2[1:] - 1 + shift
+            tail_lo[again], tail_hi[again] = lo2 + shift, hi2 + shift
 
         def text(lo: int, hi: int) -> str:  # a piece of a normalised (lowercased) text
             piece = joined[lo:hi] if joined is not None else buf[lo:hi].decode("utf-8", "surrogatepass")
@@ -194,7 +255,7 @@ class Shingler:
         wholes = {}
         if whole.any():  # texts without any word: their whole (whitespace-collapsed) text, hashed here
             for i in np.flatnonzero(whole).tolist():
-                w = " ".join(text(int(doc_start[i]), int(doc_start[i + 1]) - 1).split())
+                w = " ".join(text(int(starts[i]), int(ends[i])).split())
                 wholes[i] = w
                 h = xxhash.xxh3_64_intdigest(w.encode("utf-8", "surrogatepass"))
                 hashes[offsets[i]] = fmix64(np.array([h], dtype=np.uint64) ^ _WHOLE_TEXT_SALT)[0]

@@ -1,9 +1,11 @@
 """The parameters an index is built with (pure): signatures, bands and verdicts are only comparable under one spec.
 
 The spec is stored with the index (the meta hash) and holds every parameter that shapes its answers:
-shingling, MinHash length, seed and scheme, banding, bucket sizing, the threshold and the verification.
-A daemon started with other values refuses with the flags that would match; ``dedupd rebuild`` changes the
-ones it is given and keeps the others (:meth:`IndexSpec.with_changes`).
+shingling, MinHash length, seed and scheme, banding, bucket sizing, the threshold and the verification,
+and the version of the text normalisation (:mod:`dedupd.similarity.normalization`). A daemon started with
+other values refuses with the flags that would match; ``dedupd rebuild`` changes the ones it is given and
+keeps the others (:meth:`IndexSpec.with_changes`), but for the normalisation: it always moves to this
+version's.
 
 >>> spec = IndexSpec("word:2", 64, 1, 16, 4)
 >>> spec.with_changes({"num_perm": 32, "bands": 8}).shingle
@@ -21,6 +23,7 @@ from typing import Any, Literal
 from dedupd.errors import ConfigError, ParameterMismatchError
 from dedupd.similarity.lsh import LSHParams
 from dedupd.similarity.minhash import SCHEMES
+from dedupd.similarity.normalization import CHANGES, NORMALIZATION, UNVERSIONED
 
 SCHEME = "v2"  # version of shingle hashing, signature schemes and band hashing
 VERIFY_MODES = ("signature", "exact")
@@ -72,6 +75,23 @@ _HOW: dict[str, tuple[str, str]] = {
 }
 
 
+def _mismatch(name: str, old: Any, new: Any) -> str:
+    """One line of :meth:`IndexSpec.require_same`: what the index has, what is asked, and how it is set.
+
+    >>> _mismatch("num_perm", 128, 64)
+    'num_perm: index has 128, settings ask for 64 (DEDUPD_NUM_PERM)'
+    >>> _mismatch("normalization", 1, 2)  # doctest: +ELLIPSIS
+    "normalization: the index's texts were normalised by version 1, this dedupd normalises by version 2 (it drops ...)"
+    """
+    if name == "normalization":
+        change = f" ({CHANGES[new]})" if new in CHANGES else ""
+        return (
+            f"normalization: the index's texts were normalised by version {old}, this dedupd normalises by "
+            f"version {new}{change}"
+        )
+    return f"{name}: index has {old!r}, settings ask for {new!r} ({_HOW.get(name, ('', 'a code change'))[1]})"
+
+
 @dataclass(frozen=True, slots=True)
 class IndexSpec:
     """Every parameter that shapes the index's answers, stored with it."""
@@ -86,6 +106,7 @@ class IndexSpec:
     scheme: str = SCHEME
     threshold: float = 0.8
     verify: str = "exact"
+    normalization: int = NORMALIZATION  # the text normalisation's version (a stored spec without it: 1)
 
     def __post_init__(self) -> None:
         ShingleSpec.parse(self.shingle)
@@ -97,6 +118,8 @@ class IndexSpec:
             raise ConfigError(f"threshold must be between 0 and 1, exclusive (got {self.threshold})")
         if self.verify not in VERIFY_MODES:
             raise ConfigError(f"verify must be one of {', '.join(VERIFY_MODES)} (got {self.verify!r})")
+        if not isinstance(self.normalization, int) or self.normalization < 1:
+            raise ConfigError(f"normalization must be a version number (got {self.normalization!r})")
         LSHParams(self.bands, self.rows).check(self.num_perm)
 
     @property
@@ -117,13 +140,23 @@ class IndexSpec:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> IndexSpec:
-        """Read a stored spec (one stored before threshold and verify were part of it gets the defaults).
+        """Read a stored spec (one stored before threshold and verify were part of it gets the defaults; one
+        stored before the normalisation's version was, the first version: its texts were normalised so).
+
+        >>> old = '{"shingle": "word:3", "num_perm": 8, "seed": 1, "bands": 2, "rows": 4}'
+        >>> IndexSpec.from_json(old).normalization
+        1
+        >>> IndexSpec.from_json(IndexSpec("word:3", 8, 1, 2, 4).to_json()).normalization
+        2
 
         Raises:
             ConfigError: when the text is not a spec.
         """
         try:
-            return cls(**json.loads(text))
+            stored = json.loads(text)
+            if isinstance(stored, dict):
+                stored.setdefault("normalization", UNVERSIONED)
+            return cls(**stored)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"the stored index spec is unreadable ({exc}); run `dedupd rebuild`") from None
 
@@ -172,19 +205,17 @@ class IndexSpec:
 
         Raises:
             ParameterMismatchError: naming every differing parameter, the flags that match the stored
-                index, and `dedupd rebuild`.
+                index (unless its normalisation differs: no flag matches it), and `dedupd rebuild`.
         """
         diffs = stored.differences(self)
         if not diffs:
             return
-        lines = [
-            f"{name}: index has {old!r}, settings ask for {new!r} ({_HOW.get(name, ('', 'a code change'))[1]})"
-            for name, old, new in diffs
-        ]
+        lines = [_mismatch(name, old, new) for name, old, new in diffs]
         names = [name for name, _, _ in diffs]
         if "bands" in names or "rows" in names:
             names = [n for n in names if n not in ("bands", "rows")] + ["bands", "rows"]
-        matching = stored.flags(names)
+        # an index normalised otherwise takes a rebuild: no flag makes this dedupd normalise as it was
+        matching = "" if "normalization" in names else stored.flags(names)
         wanted = " ".join(["dedupd rebuild", self.flags(names)]).strip()
         start = f"Start with the index's parameters ({matching}), or run" if matching else "Run"
         raise ParameterMismatchError(
