@@ -145,7 +145,9 @@ def run(scenario: str, a: argparse.Namespace, dedupd: str, work: Path) -> dict[s
     client = redis.Redis(port=port)
     try:
         if scenario == "loading":
-            client.execute_command("DEBUG", "POPULATE", a.filler, "filler", 10)
+            filler = redis.Redis(port=port, socket_timeout=900)
+            filler.execute_command("DEBUG", "POPULATE", a.filler, "filler", 10)
+            filler.close()
         docs = pairs(a.docs // 2, a.seed)
         pipe = client.pipeline(transaction=False)
         for d in docs:
