@@ -75,12 +75,18 @@ def make_daemon(url: str, **overrides: Any) -> Daemon:
     return daemon
 
 
+def entry_fields(doc: dict[str, Any]) -> dict[str, Any]:
+    """A document's stream entry fields as a producer writes them (lists and objects as JSON)."""
+    return {k: (json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in doc.items()}
+
+
+def raw_entry(entry_id: str, doc: dict[str, Any]) -> tuple[str, dict[bytes, bytes]]:
+    """A document as a stream entry read back: its id and its fields as bytes."""
+    return entry_id, {k.encode(): v.encode() for k, v in entry_fields(doc).items()}
+
+
 def push(r: redis.Redis, docs: list[dict[str, Any]], prefix: str = "dedupd") -> list[str]:
-    ids = []
-    for d in docs:
-        fields = {k: (json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in d.items()}
-        ids.append(r.xadd(Keys(prefix).docs, fields).decode())
-    return ids
+    return [r.xadd(Keys(prefix).docs, entry_fields(d)).decode() for d in docs]
 
 
 def drain(daemon: Daemon, max_iterations: int = 1000) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import text, variant
+from helpers import raw_entry, text, variant
 
 from dedupd.daemon.batch import BatchResult, RawEntry
 from dedupd.daemon.processor import Processor
@@ -39,14 +39,8 @@ class Batches:
         self.next = 1000
 
     def entries(self, docs: list[dict[str, Any]]) -> list[RawEntry]:
-        out = []
-        for d in docs:
-            fields = {
-                k.encode(): (json.dumps(v) if isinstance(v, list | dict) else v).encode()
-                for k, v in d.items()
-            }
-            out.append((f"{self.next}-0", fields))
-            self.next += 1
+        out = [raw_entry(f"{self.next + i}-0", d) for i, d in enumerate(docs)]
+        self.next += len(docs)
         return out
 
     def run(self, docs: list[dict[str, Any]], deliveries: dict[str, int] | None = None) -> BatchResult:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import redis
-from helpers import text, variant
+from helpers import raw_entry, text, variant
 
 from dedupd.daemon.batch import BatchResult, RawEntry
 from dedupd.daemon.processor import Processor
@@ -55,14 +55,8 @@ class Index:
 
     def entries(self, docs: list[dict[str, Any]]) -> list[RawEntry]:
         """Stream entries of ``docs`` with new, increasing entry ids."""
-        out = []
-        for d in docs:
-            fields = {
-                k.encode(): (json.dumps(v) if isinstance(v, list | dict) else v).encode()
-                for k, v in d.items()
-            }
-            out.append((f"{self._next}-0", fields))
-            self._next += 1
+        out = [raw_entry(f"{self._next + i}-0", d) for i, d in enumerate(docs)]
+        self._next += len(docs)
         return out
 
     def run(self, docs: list[dict[str, Any]], batch: int = 1000) -> list[RawEntry]:

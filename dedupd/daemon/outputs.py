@@ -44,11 +44,15 @@ class Written:
 
 
 def write_outputs(
-    gw: Gateway, settings: Settings, run: Run, verified: Verification, handoff: Handoff | None = None
+    gw: Gateway,
+    settings: Settings,
+    run: Run,
+    done: list[int],
+    verified: Verification,
+    handoff: Handoff | None = None,
 ) -> Written:
-    """Write the outputs of a run's final steps (see the module docstring); ``handoff`` is set as the next
-    batch may go."""
-    done = run.done
+    """Write the outputs of a run's steps ``done`` (``Run.done``; see the module docstring); ``handoff`` is set
+    as the next batch may go."""
     clusters = clusters_of(gw, run, done, verified)
     exchange = gw.exchange()
     gw.evict(exchange, evictions(run, clusters))

@@ -165,18 +165,20 @@ class Processor:
             run = indexed if indexed is not None and attempt == 1 else self._index(entries)
             result.deferred += [s.entry.entry_id for s in run.steps if s.action is Action.DEFER]
             refused += [(run.steps[i].entry.entry_id, detail) for i, detail in run.refused.items()]
+            done = run.done
             if self.emits:
                 written = write_outputs(
                     self.gateway,
                     self.settings,
                     run,
+                    done,
                     verify_run(self.gateway, run),
                     handoff if attempt == 1 else None,
                 )
                 result.alerts += written.alerts
                 result.queries += written.queries
             self._remember(run)  # (after the next batch was let go)
-            result.processed += sum(1 for i in run.done if run.steps[i].action is not Action.QUERY)
+            result.processed += sum(1 for i in done if run.steps[i].action is not Action.QUERY)
             entries = run.retry
             if entries:  # another consumer changed these documents first: nothing of ours was written
                 log.info(
