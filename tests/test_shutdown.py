@@ -70,3 +70,17 @@ def test_second_signal_exits_at_once_and_nothing_is_lost(
     assert again.stop() == 0
     check_exactly_once(r, expected, inputs)
     check_indexed_once(r, redis_url, inputs)
+
+
+def test_sigterm_while_starting_exits_0(tmp_path: Path) -> None:
+    """A SIGTERM before the daemon serves (here: while it waits for a Redis that does not answer yet) stops
+    it cleanly, exit 0: it has read nothing (a process manager stops it as it stops a serving one)."""
+    from conftest import free_port
+
+    daemon = Served(f"redis://127.0.0.1:{free_port()}/0", tmp_path / "serve.log")
+    wait_for(
+        lambda: "retrying" in daemon.stderr or "Redis" in daemon.stderr, 60, "the first connection retry"
+    )
+    daemon.proc.send_signal(signal.SIGTERM)
+    assert daemon.proc.wait(timeout=30) == 0, daemon.stderr
+    assert "while starting" in daemon.stderr and "Traceback" not in daemon.stderr

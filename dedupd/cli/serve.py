@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+import signal
 import sys
+from types import FrameType
 from typing import Any
 
 import click
@@ -46,6 +49,9 @@ def serve(**opts: Any) -> None:
     from dedupd.daemon.loop import Daemon
 
     settings = settings_from(**opts)
+    # a SIGTERM while starting (connecting, checking the server, joining the group) stops it cleanly: nothing
+    # has been read yet, so nothing is left to finish (the daemon's own handlers take over once it serves)
+    signal.signal(signal.SIGTERM, _stop_while_starting)
     try:
         daemon = Daemon(settings)  # waits up to 60 s for Redis, logging each retry
     except KeyboardInterrupt:
@@ -53,3 +59,8 @@ def serve(**opts: Any) -> None:
         sys.exit(130)
     daemon.install_signal_handlers()
     sys.exit(daemon.run())
+
+
+def _stop_while_starting(signum: int, frame: FrameType | None) -> None:
+    logging.getLogger("dedupd.daemon").info("signal SIGTERM while starting: exiting before serving")
+    raise SystemExit(0)
