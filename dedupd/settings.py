@@ -19,12 +19,12 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from dedupd.errors import ConfigError
+from dedupd.errors import ConfigError, ParameterMismatchError
 from dedupd.redact import redact_url
 from dedupd.similarity.bounds import Bounds
 from dedupd.similarity.lsh import DEFAULT_FN_WEIGHT, DEFAULT_FP_WEIGHT, LSHParams
-from dedupd.similarity.normalization import NORMALIZATION
-from dedupd.similarity.spec import IndexSpec, ShingleSpec, shard_bits_for
+from dedupd.similarity.normalization import CHANGES, NORMALIZATION
+from dedupd.similarity.spec import BUCKETS_PER_HASH, IndexSpec, ShingleSpec, shard_bits_for
 
 PREFIX_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 ENV_PREFIX = "DEDUPD_"
@@ -257,10 +257,25 @@ class Settings(BaseSettings):
     # not settings: where these came from, for `dedupd stats` and the CLI's warnings
     _config_file: Path | None = PrivateAttr(default=None)
     _warnings: tuple[str, ...] = PrivateAttr(default=())
+    _given_at: dict[str, str] = PrivateAttr(default_factory=dict)
 
     def model_post_init(self, context: Any, /) -> None:
-        self._config_file = find_config_file()
+        self._config_file = path = find_config_file()
         self._warnings = tuple(unknown_env_warnings())
+        in_env = {k.upper() for k in os.environ}
+        in_file = read_config_file(path) if path is not None else {}
+        for name in self.model_fields_set:
+            if ENV_PREFIX + name.upper() in in_env:
+                self._given_at[name] = ENV_PREFIX + name.upper()
+            elif path is not None and name in in_file:
+                self._given_at[name] = str(path.resolve())
+            else:
+                self._given_at[name] = f"{name}= given to Settings"
+
+    def given_at(self, name: str) -> str | None:
+        """Where the setting ``name`` was given: its flag (``--threshold``), its variable
+        (``DEDUPD_THRESHOLD``) or the TOML file's path; None when it was not given (its default)."""
+        return self._given_at.get(name)
 
     @property
     def config_file(self) -> Path | None:
@@ -376,6 +391,42 @@ class Settings(BaseSettings):
             verify=self.verify,
         )
 
+    def serving_spec(self, stored: IndexSpec) -> IndexSpec:
+        """The spec to serve an index stored with ``stored`` by: the stored one. A parameter these settings
+        did not give (no flag, variable or file entry) follows the index; one given with another value
+        refuses, and so does an index normalised by another version of the text normalisation.
+
+        Raises:
+            ParameterMismatchError: naming each given parameter that differs, where it was given, how to
+                serve the index as built, and the `dedupd rebuild` command that would change it.
+        """
+        asked = self.index_spec()
+        conflicts = [
+            (name, setting)
+            for name, setting in _SPEC_SETTINGS
+            if self.given_at(setting) is not None and getattr(asked, name) != getattr(stored, name)
+        ]
+        if stored.normalization != NORMALIZATION:
+            change = f" ({CHANGES[NORMALIZATION]})" if NORMALIZATION in CHANGES else ""
+            raise ParameterMismatchError(
+                f"the index under prefix {self.prefix!r} holds texts of text normalization version "
+                f"{stored.normalization}, and this dedupd normalises by version {NORMALIZATION}{change}: run "
+                "`dedupd rebuild` once to reindex them"
+            )
+        if not conflicts:
+            return stored
+        built = ", and ".join(
+            f"{name} {_shown(stored, name)}, but {self.given_at(setting)} gives {_shown(asked, name)}"
+            for name, setting in conflicts
+        )
+        names = [name for name, _ in conflicts]
+        unset = ", ".join(sorted({_how_to_drop(self.given_at(setting) or "") for _, setting in conflicts}))
+        raise ParameterMismatchError(
+            f"the index under prefix {self.prefix!r} was built with {built}. To serve the index as it was "
+            f"built, {unset} (settings you do not give follow the index); to reindex with the new values, "
+            f"run `dedupd rebuild {asked.flags(names)}`."
+        )
+
     def rebuild_target(self, stored: IndexSpec) -> IndexSpec:
         """The spec a rebuild of ``stored`` builds: only the parameters set explicitly (flags, ``DEDUPD_*``,
         the TOML file) change; bands x rows are chosen again when the threshold or num_perm changes and
@@ -425,12 +476,47 @@ def load_settings(**overrides: Any) -> Settings:
 
     clean = {k: v for k, v in overrides.items() if v is not None}
     try:
-        return Settings(**clean)
+        settings = Settings(**clean)
     except ValidationError as exc:
         path = find_config_file()
         in_file = read_config_file(path) if path is not None else {}
         problems = [_describe(err, clean, in_file, path) for err in exc.errors()]
         raise ConfigError("invalid settings: " + "; ".join(problems)) from None
+    for name in clean:  # (the CLI's flags; a program's keyword arguments read the same)
+        settings._given_at[name] = "--" + name.replace("_", "-")
+    return settings
+
+
+# Each index parameter and the setting that gives it (shard_bits: capacity; bands and rows: themselves).
+_SPEC_SETTINGS = (
+    ("shingle", "shingle"),
+    ("num_perm", "num_perm"),
+    ("seed", "seed"),
+    ("minhash", "minhash"),
+    ("threshold", "threshold"),
+    ("verify", "verify"),
+    ("bands", "bands"),
+    ("rows", "rows"),
+    ("shard_bits", "capacity"),
+)
+
+
+def _shown(spec: IndexSpec, name: str) -> str:
+    """A spec parameter as a user sets it (shard_bits as the capacity it comes from)."""
+    if name == "shard_bits":
+        return f"(capacity {BUCKETS_PER_HASH << spec.shard_bits:,})"
+    return str(getattr(spec, name))
+
+
+def _how_to_drop(where: str) -> str:
+    """How to stop giving a setting given at ``where`` (a flag, a variable or a file)."""
+    if where.startswith("--"):
+        return f"leave out {where}"
+    if where.startswith(ENV_PREFIX):
+        return f"unset {where}"
+    if where.endswith("given to Settings"):
+        return "give it no value in code"
+    return f"remove it from {where}"
 
 
 def _describe(err: Any, overrides: dict[str, Any], in_file: dict[str, Any], path: Path | None) -> str:

@@ -87,7 +87,8 @@ def test_refuses_mismatched_parameters(r: redis.Redis, redis_url: str) -> None:
     proc = serve(redis_url, DEDUPD_NUM_PERM="64")
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2
-    assert "num_perm: index has 128, settings ask for 64" in err and "dedupd rebuild" in err
+    assert "was built with num_perm 128, but DEDUPD_NUM_PERM gives 64" in err
+    assert "unset DEDUPD_NUM_PERM" in err and "dedupd rebuild --num-perm 64" in err
     assert "Traceback" not in err
 
 

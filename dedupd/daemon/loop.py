@@ -113,7 +113,9 @@ class Daemon:
         self.generations = Generations(self.client, self.keys)
         # the server can turn BUSY (another client's script) or away right after the first PING
         spec, gen = retry_transient(
-            lambda: open_spec(self.client, self.keys, settings.index_spec()), settings, 60
+            lambda: open_spec(self.client, self.keys, settings.index_spec(), settings.serving_spec),
+            settings,
+            60,
         )
         self.stream = ConsumerStream(
             self.client,

@@ -17,7 +17,7 @@ serving generation's gateway forgets ids, leaves tombstones and removes deleted 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -53,13 +53,21 @@ from dedupd.similarity.spec import IndexSpec
 __all__ = ["APPLY_CHUNK", "NO_IDS", "Emitted", "Packed", "PackedWrites", "RedisGateway", "open_spec"]
 
 
-def open_spec(client: RedisClient, keys: Keys, spec: IndexSpec) -> tuple[IndexSpec, int]:
+def open_spec(
+    client: RedisClient,
+    keys: Keys,
+    spec: IndexSpec,
+    follow: Callable[[IndexSpec], IndexSpec] | None = None,
+) -> tuple[IndexSpec, int]:
     """The serving spec and generation, creating the index with ``spec`` if there is none.
 
-    An index stored before threshold and verify were part of its spec adopts the requested ones.
+    An existing index is served by ``follow(stored)`` (the settings' :meth:`~dedupd.settings.Settings.serving_spec`:
+    what was not given follows the index), or, without ``follow``, only when ``spec`` is the stored one. An
+    index stored before threshold and verify were part of its spec adopts the requested ones.
 
     Raises:
-        ParameterMismatchError: when the index has another spec (names the matching flags and `dedupd rebuild`).
+        ParameterMismatchError: when the index has another spec than the one required (names where the
+            differing values were given and `dedupd rebuild`).
     """
     client.hsetnx(keys.meta, Meta.SPEC, spec.to_json())
     client.hsetnx(keys.meta, Meta.GEN, 0)
@@ -75,7 +83,11 @@ def open_spec(client: RedisClient, keys: Keys, spec: IndexSpec) -> tuple[IndexSp
         )
         raw = client.hget(keys.meta, Meta.SPEC)
         assert raw is not None
-    spec.require_same(IndexSpec.from_json(raw), keys.prefix)
+    stored = IndexSpec.from_json(raw)
+    if follow is not None:
+        spec = follow(stored)
+    else:
+        spec.require_same(stored, keys.prefix)
     # the union-find counts children from here on: the ids given out before (an earlier version) stay uncounted
     client.register_script(unionfind.SET_FLOOR)(keys=[keys.uf_floor, keys.id_seq])
     return spec, int(gen or 0)
