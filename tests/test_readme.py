@@ -37,3 +37,8 @@ def test_readme_python_snippets_run(
     assert out[0].startswith("True story-1 1.0 story-1")  # duplicate, of what, how similar, which cluster
     assert out[1] == "(128,)"
     assert out[2].startswith("story-2 ~ story-1 1.0") and len(out) == 3  # one alert, no dead letter
+
+
+def test_the_readme_stays_short_enough_to_read() -> None:
+    """A newcomer's README: measurement history belongs in scripts/README.md, not here."""
+    assert len(README.read_text(encoding="utf-8").splitlines()) <= 460
