@@ -96,8 +96,10 @@ def _documents(
     if fmt == "files":
         raise ConfigError(f"--format files reads a directory; {file} is not one")
 
+    newline = "\n" if on_bytes is not None else ""  # a progress bar holds the line (as in _BadLines)
+
     def warn(message: str) -> None:
-        click.echo(f"dedupd: warning: {message}", err=True)
+        click.echo(f"{newline}dedupd: warning: {message}", err=True)
 
     with contextlib.ExitStack() as stack:
         stream = sys.stdin.buffer if file == "-" else stack.enter_context(open(file, "rb"))
@@ -142,9 +144,9 @@ def push(
     JSONL lines carry the stream fields: {"id": "42", "text": "...", "op": "upsert", "source": "...",
     "items": [...], "meta": {...}}. Input is read as it arrives: from a pipe (tail -F log | dedupd push -)
     what was read is sent at least every 100 ms. Bad lines (invalid JSON, a JSON array, string or number
-    where a JSONL object belongs, not UTF-8, a field holding a lone surrogate such as a \\ud800 escape, an id longer than max_id_bytes, ...) are reported with their
-    line number and skipped, and the run exits 1; everything else is pushed. Ctrl-C stops and says how
-    many documents were pushed (exit 130).
+    where a JSONL object belongs, not UTF-8, a field holding a lone surrogate such as a \\ud800 escape,
+    an id longer than max_id_bytes, ...) are reported with their line number and skipped, and the run
+    exits 1; everything else is pushed. Ctrl-C stops and says how many documents were pushed (exit 130).
     """
     from dedupd.ops.producer import Producer
 
