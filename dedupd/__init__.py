@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from dedupd.client import Client
-    from dedupd.errors import ConfigError, DedupdError, ParameterMismatchError, RedisUnavailableError
+    from dedupd.errors import (
+        ConfigError,
+        DedupdError,
+        DocumentError,
+        InputError,
+        ParameterMismatchError,
+        RedisUnavailableError,
+    )
     from dedupd.index.verdict import Match, Verdict
     from dedupd.similarity.spec import IndexSpec
 
@@ -30,6 +37,8 @@ _WHERE = {
     "Client": "dedupd.client",
     "ConfigError": "dedupd.errors",
     "DedupdError": "dedupd.errors",
+    "DocumentError": "dedupd.errors",
+    "InputError": "dedupd.errors",
     "ParameterMismatchError": "dedupd.errors",
     "RedisUnavailableError": "dedupd.errors",
     "IndexSpec": "dedupd.similarity.spec",
@@ -41,7 +50,9 @@ __all__ = [
     "Client",
     "ConfigError",
     "DedupdError",
+    "DocumentError",
     "IndexSpec",
+    "InputError",
     "Match",
     "ParameterMismatchError",
     "RedisUnavailableError",

@@ -22,8 +22,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dedupd.daemon.entries import REPLY_TO_RE, Op, unsendable
-from dedupd.errors import ConfigError
+from dedupd.daemon.entries import (
+    BAD_REPLY_TO,
+    BAD_UTF8,
+    MISSING_TEXT,
+    REPLY_TO_RE,
+    UNKNOWN_OP,
+    Op,
+    check_id,
+    unsendable,
+)
+from dedupd.errors import DocumentError, InputError
 from dedupd.index.gateway import RedisGateway
 from dedupd.index.generations import Generations
 from dedupd.index.keys import Keys
@@ -114,9 +123,16 @@ class Client:
             meta: a JSON object passed through to the alert.
 
         Raises:
-            ConfigError: on an unknown op, an empty id, a missing text, an id longer than the settings'
-                ``max_id_bytes`` or a field UTF-8 cannot carry (a lone surrogate such as ``"\\ud800"``);
-                the message names the field, and nothing is written.
+            DocumentError: on an unknown op, an empty id, a missing text, an id longer than the settings'
+                ``max_id_bytes`` or a field UTF-8 cannot carry (a lone surrogate such as ``"\\ud800"``):
+                what a daemon would dead-letter, checked by the daemon's own rules (``code`` is the
+                dead-letter code, e.g. ``id_too_long``). The message names the field, and nothing is
+                written. (An InputError, and a ConfigError as before.)
+
+        >>> with Client.connect(redis_url, prefix="apidoc") as c:
+        ...     c.push("x" * 300, "an id longer than max_id_bytes = 256")
+        Traceback (most recent call last):
+        dedupd.errors.DocumentError: field 'id' has 300 bytes, more than max_id_bytes = 256
 
         >>> with Client.connect(redis_url, prefix="apidoc") as c:
         ...     c.push("b", "some text", source="feed-a").count("-")
@@ -129,7 +145,7 @@ class Client:
         ``meta``) in one round trip per 500; returns their stream ids.
 
         All or nothing for bad documents: every document is checked as :meth:`push` checks one before
-        anything is sent, and one that fails raises ConfigError (``document N: ...``, naming the field)
+        anything is sent, and one that fails raises DocumentError (``document N: ...``, naming the field)
         with nothing of the call written. So ``documents`` is read to its end first: to stream a very large
         input, call push_many per slice of it. (A Redis error part way can still leave the entries of the
         round trips before it written.)
@@ -142,8 +158,8 @@ class Client:
         for n, doc in enumerate(documents, start=1):
             try:
                 batch.append(_fields(doc, self.settings))
-            except ConfigError as exc:
-                raise ConfigError(f"document {n}: {exc}") from None
+            except DocumentError as exc:
+                raise DocumentError(exc.code, f"document {n}: {exc.detail}") from None
         out: list[str] = []
         for start in range(0, len(batch), 500):
             out += self._xadd(batch[start : start + 500])
@@ -159,7 +175,8 @@ class Client:
         return self.push(doc_id, text, op="append", **fields)
 
     def delete(self, doc_id: str) -> str:
-        """Remove a document from the index (see :meth:`push`).
+        """Remove a document from the index (see :meth:`push`; an id the daemon would refuse raises
+        DocumentError).
 
         >>> with Client.connect(redis_url, prefix="apidoc") as c:
         ...     c.delete("b").count("-")
@@ -178,14 +195,21 @@ class Client:
         """Is ``text`` a near-duplicate of something indexed? Reads the live index; inserts nothing.
 
         The matches are the ones an upsert of the same text would alert (same candidates, same verification,
-        same threshold). No daemon is needed; with no index yet, nothing is a duplicate.
+        same threshold). No daemon is needed; with no index yet, nothing is a duplicate. With the id of an
+        indexed document, that document is left out of the comparison (as an upsert of the id would
+        replace it), and the verdict's ``indexed`` says it is there.
 
         Args:
             text: the text to compare.
             doc_id: an id to carry into the verdict (optional).
 
         Returns:
-            The verdict: ``duplicate``, ``matches`` (best first), ``duplicate_of``, ``similarity``, ``cluster``.
+            The verdict: ``duplicate``, ``matches`` (best first), ``duplicate_of``, ``similarity``, ``cluster``,
+            ``indexed`` (a document with ``doc_id`` is in the index).
+
+        Raises:
+            DocumentError: a ``doc_id`` the daemon would refuse (empty, not UTF-8, longer than
+                ``max_id_bytes``), as :meth:`push` does.
 
         >>> with Client.connect(redis_url, prefix="apidoc") as c:
         ...     c.query("nothing like it was indexed", doc_id="q").to_dict()["duplicate"]
@@ -201,22 +225,24 @@ class Client:
         [False, False]
         """
         ids = doc_ids or [None] * len(texts)
+        for doc_id in ids:
+            if doc_id is not None:
+                _check_id(doc_id, self.settings)
         gw = self._serving()
         if gw is None:
             return [Verdict(i, (), None, self.settings.verify) for i in ids]
         fps = gw.fingerprinter.compute(texts)
         live = [i for i, fp in enumerate(fps) if not fp.empty]
         bands = gw.fingerprinter.band_hashes([fps[i] for i in live])
-        nums = gw.nums_of([ids[i] or "" for i in live])  # an indexed document's id: compared as its upsert
+        nums = gw.nums_of([i or "" for i in ids])  # an indexed document's id: compared as its upsert
         reads = gw.peek(list(bands))
         own = {-(i + 1): (ids[i] or "", fps[i]) for i in live}
-        matched = verify_reads(
-            gw, own, {-(i + 1): (r, n) for i, r, n in zip(live, reads, nums, strict=True)}
-        ).matches
+        matched = verify_reads(gw, own, {-(i + 1): (reads[k], nums[i]) for k, i in enumerate(live)}).matches
         hits = [matched.get(-(i + 1), []) for i in range(len(texts))]
+        indexed = _indexed(gw, nums)
         return [
-            Verdict(i, tuple(Match(m.doc_id, m.similarity) for m in kept), cluster, gw.spec.verify)
-            for i, (kept, cluster) in zip(ids, cluster_of(gw, hits), strict=True)
+            Verdict(i, tuple(Match(m.doc_id, m.similarity) for m in kept), cluster, gw.spec.verify, None, x)
+            for i, (kept, cluster), x in zip(ids, cluster_of(gw, hits), indexed, strict=True)
         ]
 
     def signature(self, text: str) -> npt.NDArray[np.uint32]:
@@ -295,6 +321,14 @@ class Client:
             self.redis.xread({stream: cursor}, count=1, block=block_ms)
 
 
+def _indexed(gw: RedisGateway, nums: list[int]) -> list[bool]:
+    """Whether each integer id (0: an id the index does not know) has a record in the serving generation:
+    a document indexed under that id (an id a delete left behind has none)."""
+    known = [n for n in nums if n > 0]
+    versions = gw.versions(known) if known else {}
+    return [bool(versions.get(n)) for n in nums]
+
+
 def _since(redis: RedisClient, stream: str, since: str) -> str:
     if since in ("now", "$"):
         last: Any = redis.xrevrange(stream, count=1)
@@ -319,19 +353,29 @@ def _document(
     return doc
 
 
+def _check_id(doc_id: str, settings: Settings) -> None:
+    """Refuse an id the daemon would dead-letter (:func:`dedupd.daemon.entries.check_id`: not empty, UTF-8,
+    at most the settings' ``max_id_bytes``) or that Redis cannot carry."""
+    try:
+        check_id(doc_id, settings.max_id_bytes)
+    except InputError as exc:
+        raise DocumentError(exc.code, exc.detail) from None
+
+
 def _fields(doc: Mapping[str, Any], settings: Settings) -> dict[str, str]:
     """Stream fields of one document, checked like the daemon would (an error here loses nothing), and
     that Redis can be sent (no lone surrogate: :func:`dedupd.daemon.entries.unsendable`)."""
     op = str(doc.get("op", "upsert"))
     if op not in _OPS:
-        raise ConfigError(f"op {op!r} is not one of {', '.join(sorted(_OPS))}")
-    if not doc.get("id"):
-        raise ConfigError("a document needs a non-empty 'id'")
+        raise DocumentError(UNKNOWN_OP, f"op {op!r} is not one of {', '.join(sorted(_OPS))}")
+    doc_id = doc.get("id")
+    _check_id("" if doc_id is None else str(doc_id), settings)
     if op != "delete" and doc.get("text") is None:
-        raise ConfigError(f"op {op!r} needs a 'text'")
+        raise DocumentError(MISSING_TEXT, f"op {op!r} needs a 'text'")
     if op == "query" and not REPLY_TO_RE.match(str(doc.get("reply_to", ""))):
-        raise ConfigError(
-            "op 'query' needs a 'reply_to' of 1-64 letters, digits, '_' or '-' (or use Client.query)"
+        raise DocumentError(
+            BAD_REPLY_TO,
+            "op 'query' needs a 'reply_to' of 1-64 letters, digits, '_' or '-' (or use Client.query)",
         )
     out: dict[str, str] = {}
     for name, value in doc.items():
@@ -343,7 +387,7 @@ def _fields(doc: Mapping[str, Any], settings: Settings) -> dict[str, str]:
             out[name] = json.dumps(dict(value), ensure_ascii=False)
         else:
             out[name] = str(value)
-    problem = unsendable(out, settings.max_id_bytes)
+    problem = unsendable(out)
     if problem is not None:
-        raise ConfigError(problem)
+        raise DocumentError(BAD_UTF8, problem)
     return out

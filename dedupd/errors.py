@@ -28,6 +28,15 @@ class InputError(DedupdError):
         self.detail = detail
 
 
+class DocumentError(InputError, ConfigError):
+    """A document the client refuses before sending anything: one a daemon would dead-letter (``code`` is
+    that dead-letter code, such as ``id_too_long``), or one Redis cannot carry. The message (``detail``)
+    names the field. Also a ConfigError, which the client raised for these before."""
+
+    def __str__(self) -> str:
+        return self.detail
+
+
 class ReplicasBehindError(DedupdError):
     """Fewer replicas acknowledged a batch's writes than ``wait_replicas`` asks, within ``wait_timeout_ms``.
 

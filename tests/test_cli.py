@@ -241,3 +241,73 @@ def test_query_prints_one_verdict_per_document(run, r: redis.Redis, redis_url: s
     assert (r.xlen(Keys().docs), r.xlen(Keys().alerts)) == before  # nothing pushed, nothing alerted
     res = run("query", "-", input='{"id": "x"}\n')
     assert res.exit_code == 1 and "stdin:x: skipped: no text to compare" in res.output
+
+
+def test_query_of_an_indexed_id_says_it_is_indexed(run, r: redis.Redis, redis_url: str) -> None:  # type: ignore[no-untyped-def]
+    """`dedupd query` of a text indexed under the same id does not say `unique` (the document itself is
+    left out of the comparison): it says the id is indexed and whether any other document matches."""
+    rng = random.Random(12)
+    base, other = text(rng), text(rng)
+    docs = [
+        {"id": "art-00000", "text": other},
+        {"id": "a", "text": base},
+        {"id": "b", "text": variant(rng, base)},
+    ]
+    run("push", "-", input="".join(json.dumps(d) + "\n" for d in docs))
+    drain(make_daemon(redis_url))
+    lines = "".join(json.dumps(d) + "\n" for d in docs[::2]) + json.dumps({"id": "new", "text": other}) + "\n"
+    res = run("query", "-", input=lines)
+    assert res.exit_code == 0, res.output
+    out = res.stdout.splitlines()
+    assert out[0] == "art-00000: indexed under this id; no other document matches"
+    assert out[1].startswith("b: indexed under this id; duplicate of a (0.")
+    assert out[2] == "new: duplicate of art-00000 (1.00)"
+    got = [json.loads(line) for line in run("query", "-", "--json", input=lines).stdout.splitlines()]
+    assert [(v["id"], v["indexed"], v["duplicate"]) for v in got] == [
+        ("art-00000", True, False),
+        ("b", True, True),
+        ("new", False, True),
+    ]
+
+
+def test_push_auto_jsonl_warns_of_text_lines_and_refuses_json_that_is_no_object(  # type: ignore[no-untyped-def]
+    run, r: redis.Redis, tmp_path: Path
+) -> None:
+    """In a file that --format auto reads as JSONL (its first line is a JSON object), a plain-text line is
+    pushed as a document with a warning naming file:line, and a line of JSON that is no object (an array,
+    a number, a string) is refused as a bad line naming file:line: the run says so and exits 1, and every
+    other line is pushed. --format jsonl names the JSON value it refuses too."""
+    f = tmp_path / "data.jsonl"
+    f.write_text(
+        '{"id": "a", "text": "first"}\n'
+        "a line of plain text\n"
+        '["an", "array"]\n'
+        "42\n"
+        '"a string"\n'
+        '{"id": "b", "text": "last"}\n'
+    )
+    res = run("push", str(f))
+    assert res.exit_code == 1
+    err = res.stderr
+    assert "dedupd: warning: data.jsonl:2: not JSON, in a JSONL input: taken as a plain-text document" in err
+    assert "data.jsonl:3: skipped: a JSON array, not an object" in err
+    assert "data.jsonl:4: skipped: a JSON number, not an object" in err
+    assert "data.jsonl:5: skipped: a JSON string, not an object" in err
+    assert "pushed 3 documents to dedupd:docs; skipped 3 bad lines" in err
+    assert entries(r) == [
+        {"id": "a", "text": "first"},
+        {"id": "data.jsonl:2", "text": "a line of plain text"},
+        {"id": "b", "text": "last"},
+    ]
+    res = run("push", str(f), "--format", "jsonl")
+    assert res.exit_code == 1 and "data.jsonl:3: skipped: a JSON array, not an object" in res.stderr
+    assert "data.jsonl:2: skipped: not a JSON object (use --format text" in res.stderr  # strict: text is bad
+
+
+def test_push_auto_warns_of_many_text_lines_then_counts(run, r: redis.Redis) -> None:  # type: ignore[no-untyped-def]
+    """A JSONL input with many plain-text lines: the first 20 warned of one by one, then a count at the end."""
+    res = run("push", "-", input='{"id": "a", "text": "t"}\n' + "plain\n" * 30)
+    assert res.exit_code == 0, res.output
+    warned = [line for line in res.stderr.splitlines() if ": not JSON, in a JSONL input" in line]
+    assert len(warned) == 20 and "stdin: 30 plain-text lines in all were taken as documents" in res.stderr
+    assert r.xlen(Keys().docs) == 31

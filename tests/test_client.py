@@ -174,3 +174,75 @@ def test_cli_query_matches_the_upsert_alert_and_changes_nothing(r: redis.Redis, 
     for p in probes:
         earlier = [m for m in got[p["id"]]["matches"] if not m[0].startswith("p")] if p["id"] in got else []
         assert verdicts[p["id"]]["matches"] == earlier, p["id"]
+
+
+def test_a_query_with_an_indexed_id_says_so(r: redis.Redis, redis_url: str) -> None:
+    """A query carrying the id of an indexed document leaves that document out (as an upsert of the id
+    would), and its verdict says the id is indexed, from the client and through the stream alike; a
+    deleted document's id is not indexed any more."""
+    rng = random.Random(11)
+    a, far = text(rng, 60), text(rng, 60)
+    near = variant(rng, far, 2)
+    push(r, [{"id": "a", "text": a}, {"id": "far", "text": far}, {"id": "near", "text": near}])
+    daemon = make_daemon(redis_url)
+    drain(daemon)
+    with Client.connect(redis_url) as client:
+        alone, twin, new, anon = client.query_many([a, near, a, a], ["a", "near", "new", None])
+        assert (alone.indexed, alone.duplicate) == (True, False)  # itself left out, nothing else near
+        assert (twin.indexed, twin.duplicate_of) == (True, "far")  # itself left out, its near-duplicate found
+        assert (new.indexed, new.duplicate_of) == (False, "a")
+        assert anon.indexed is False and alone.to_dict()["indexed"] is True
+        push(
+            r,
+            [
+                {"id": "a", "op": "query", "reply_to": "me", "text": a},
+                {"id": "zz", "op": "query", "reply_to": "me", "text": text(rng, 60)},
+            ],
+        )
+        drain(daemon)
+        raw = [f for _, f in r.xrange(Keys().reply("me"))]
+        assert [(f[b"id"], f[b"indexed"], f[b"duplicate"]) for f in raw] == [
+            (b"a", b"1", b"0"),
+            (b"zz", b"0", b"0"),
+        ]
+        assert [Verdict.from_fields(f).indexed for f in raw] == [True, False]
+        client.delete("a")
+        drain(daemon)
+        assert client.query(a, doc_id="a").indexed is False
+
+
+def test_ids_are_checked_as_the_daemon_checks_them(r: redis.Redis, redis_url: str) -> None:
+    """push, delete and query refuse an id the daemon would dead-letter (empty, longer than max_id_bytes in
+    UTF-8 bytes, or not UTF-8) with the package's input error, its dead-letter code and a one-line message,
+    before anything is written; the longest id the client accepts, the daemon indexes."""
+    from dedupd import ConfigError, DocumentError, InputError
+
+    with Client.connect(redis_url, max_id_bytes=8) as client:
+        cases = [
+            (
+                lambda: client.push("x" * 9, "t"),
+                "id_too_long",
+                "field 'id' has 9 bytes, more than max_id_bytes = 8",
+            ),
+            (lambda: client.push("é" * 5, "t"), "id_too_long", "10 bytes"),
+            (lambda: client.delete("y" * 300), "id_too_long", "300 bytes"),
+            (lambda: client.query("t", doc_id="z" * 9), "id_too_long", "9 bytes"),
+            (lambda: client.query_many(["t", "u"], ["ok", ""]), "missing_id", "missing or empty"),
+            (lambda: client.push("", "t"), "missing_id", "missing or empty"),
+            (lambda: client.push("\ud800", "t"), "bad_utf8", "lone surrogate"),
+            (
+                lambda: client.push_many([{"id": "ok", "text": "t"}, {"id": "q" * 9, "text": "t"}]),
+                "id_too_long",
+                "document 2: ",
+            ),
+        ]
+        for call, code, said in cases:
+            with pytest.raises(InputError) as got:
+                call()
+            assert isinstance(got.value, DocumentError) and isinstance(got.value, ConfigError)  # (as before)
+            assert got.value.code == code
+            assert said in str(got.value) and "\n" not in str(got.value)
+        assert r.xlen(Keys().docs) == 0  # nothing written
+        client.push("é" * 4, "the longest id: eight bytes")  # accepted by the client, so by the daemon
+        drain(make_daemon(redis_url, max_id_bytes=8))
+        assert dead(r) == [] and client.query("the longest id: eight bytes", doc_id="é" * 4).indexed

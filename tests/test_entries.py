@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from dedupd.daemon.entries import Op, parse_entry
+from dedupd.daemon.entries import Op, check_id, parse_entry
 from dedupd.errors import InputError
+from dedupd.index.keys import entry_doc
 
 
 def parse(fields: dict[bytes, bytes]):  # type: ignore[no-untyped-def]
@@ -62,3 +63,20 @@ def test_valid_entries() -> None:
     d = parse({b"id": b"a", b"op": b"delete"})
     assert d.op is Op.DELETE and d.text is None
     assert parse({b"id": b"a", b"text": b""}).text == ""
+
+
+@pytest.mark.parametrize("doc_id", ["", "a", "x" * 10, "x" * 11, "é" * 5, "é" * 6, "日本" * 2, "a\ud800"])
+def test_a_producer_checks_an_id_as_the_daemon_does(doc_id: str) -> None:
+    """check_id of an id as text (a producer, before sending) refuses exactly what the daemon refuses of
+    its bytes (parse_entry, and the in-flight registry's rule keys.entry_doc), with the same code."""
+    raw = doc_id.encode("utf-8", "surrogatepass")
+    try:
+        daemon: str = parse({b"id": raw, b"text": b"t"}).doc_id
+    except InputError as exc:
+        daemon = exc.code
+    try:
+        producer: str = check_id(doc_id, 10)
+    except InputError as exc:
+        producer = exc.code
+    assert producer == daemon
+    assert (entry_doc({b"id": raw}, 10) != b"") == (daemon not in ("missing_id", "id_too_long"))

@@ -213,7 +213,8 @@ def test_parse_line() -> None:
         (b"id,text,source", "auto", True),
         (b'"id";"text"', "auto", True),
         (b"Hello, world", "auto", False),
-        (b'{"id": "a", "text": "b"}', "auto", False),
+        (b'{"id": "a", "text": "b"}', "jsonl-auto", False),
+        (b" {}", "jsonl-auto", False),
     ],
 )
 def test_detect_format(first: bytes, fmt: str, warned: bool) -> None:

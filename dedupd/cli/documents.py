@@ -25,14 +25,17 @@ from dedupd.index.keys import Keys
 from dedupd.ops.producer import FLUSH_S, FORMATS, BadLine, Item
 
 if TYPE_CHECKING:
+    from dedupd.index.verdict import Verdict
     from dedupd.settings import Settings
 
 _FORMAT_HELP = (
-    "jsonl: one JSON object per line with the stream fields; text: one document per line; json-array: "
-    "FILE is one JSON array of such objects (or of strings); files: FILE is a directory, one document per "
-    "file (id = its path inside the directory; hidden files skipped); auto: a directory is files, a file "
-    "starting with a JSON array is json-array, else each line starting with '{' is JSONL and any other "
-    "text (a guess is said on stderr)."
+    "jsonl: one JSON object per line with the stream fields (any other line is a bad line); text: one "
+    "document per line; json-array: FILE is one JSON array of such objects (or of strings); files: FILE is "
+    "a directory, one document per file (id = its path inside the directory; hidden files skipped); auto: "
+    "a directory is files, a file starting with a JSON array is json-array, one whose first line is a JSON "
+    "object is JSONL (a plain-text line in it is still a document, with a warning naming FILE:LINE; a line "
+    "of JSON that is no object, such as an array or a number, is a bad line), else each line starting "
+    "with '{' is JSONL and any other text (a guess is said on stderr)."
 )
 _SHOWN_BAD = 20  # bad lines reported one by one; the rest are only counted
 
@@ -93,8 +96,10 @@ def _documents(
     if fmt == "files":
         raise ConfigError(f"--format files reads a directory; {file} is not one")
 
+    newline = "\n" if on_bytes is not None else ""  # a progress bar holds the line (as in _BadLines)
+
     def warn(message: str) -> None:
-        click.echo(f"dedupd: warning: {message}", err=True)
+        click.echo(f"{newline}dedupd: warning: {message}", err=True)
 
     with contextlib.ExitStack() as stack:
         stream = sys.stdin.buffer if file == "-" else stack.enter_context(open(file, "rb"))
@@ -138,10 +143,10 @@ def push(
 
     JSONL lines carry the stream fields: {"id": "42", "text": "...", "op": "upsert", "source": "...",
     "items": [...], "meta": {...}}. Input is read as it arrives: from a pipe (tail -F log | dedupd push -)
-    what was read is sent at least every 100 ms. Bad lines (invalid JSON, not UTF-8, a field holding a
-    lone surrogate such as a \\ud800 escape, an id longer than max_id_bytes, ...) are reported with their
-    line number and skipped, and the run exits 1; everything else is pushed. Ctrl-C stops and says how
-    many documents were pushed (exit 130).
+    what was read is sent at least every 100 ms. Bad lines (invalid JSON, a JSON array, string or number
+    where a JSONL object belongs, not UTF-8, a field holding a lone surrogate such as a \\ud800 escape,
+    an id longer than max_id_bytes, ...) are reported with their line number and skipped, and the run
+    exits 1; everything else is pushed. Ctrl-C stops and says how many documents were pushed (exit 130).
     """
     from dedupd.ops.producer import Producer
 
@@ -240,9 +245,11 @@ def query(file: str, fmt: str, id_prefix: str | None, as_json: bool, **opts: Any
 
     Reads documents as `dedupd push` does (same formats) and compares each with the live index, the way
     an upsert would be verified, but inserts nothing and emits no alert. Prints one verdict per document:
-    `ID: duplicate of X (0.93) [+2 more]` or `ID: unique`; --json prints the verdict as a JSON object
-    (id, duplicate, matches, duplicate_of, similarity, cluster, verify). Needs no running daemon; before
-    any index exists nothing is a duplicate.
+    `ID: duplicate of X (0.93) [+2 more]` or `ID: unique`. A document indexed under the same ID is left
+    out of the comparison (an upsert of ID would replace it), and the verdict says so: `ID: indexed under
+    this id; duplicate of X (0.93)` or `ID: indexed under this id; no other document matches`. --json
+    prints the verdict as a JSON object (id, duplicate, matches, duplicate_of, similarity, cluster,
+    verify, indexed). Needs no running daemon; before any index exists nothing is a duplicate.
     """
     from dedupd.client import Client
 
@@ -277,13 +284,18 @@ def _query_all(client: Any, docs: Iterator[Item | None], bad: _BadLines, as_json
 def _print_verdicts(client: Any, batch: list[tuple[str | None, str]], as_json: bool) -> None:
     verdicts = client.query_many([text for _, text in batch], [doc_id for doc_id, _ in batch])
     for verdict in verdicts:
-        if as_json:
-            click.echo(json.dumps(verdict.to_dict(), ensure_ascii=False))
-        elif verdict.duplicate:
-            more = len(verdict.matches) - 1
-            click.echo(
-                f"{verdict.id}: duplicate of {verdict.duplicate_of} ({verdict.similarity:.2f})"
-                + (f" [+{more} more]" if more > 0 else "")
-            )
-        else:
-            click.echo(f"{verdict.id}: unique")
+        click.echo(json.dumps(verdict.to_dict(), ensure_ascii=False) if as_json else _verdict_line(verdict))
+
+
+def _verdict_line(verdict: Verdict) -> str:
+    """``ID: duplicate of X (0.93) [+2 more]`` or ``ID: unique``; for an ID that is indexed (and so left
+    out of the comparison), ``ID: indexed under this id; duplicate of X ...`` or ``...; no other document
+    matches``."""
+    if verdict.duplicate:
+        more = len(verdict.matches) - 1
+        said = f"duplicate of {verdict.duplicate_of} ({verdict.similarity or 0.0:.2f})" + (
+            f" [+{more} more]" if more > 0 else ""
+        )
+    else:
+        said = "no other document matches" if verdict.indexed else "unique"
+    return f"{verdict.id}: indexed under this id; {said}" if verdict.indexed else f"{verdict.id}: {said}"

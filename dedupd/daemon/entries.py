@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from dedupd.errors import InputError
-from dedupd.index.keys import DOC_FIELD, entry_doc
+from dedupd.index.keys import DOC_FIELD, id_fits
 from dedupd.similarity.normalization import normalized_bytes
 
 MISSING_ID = "missing_id"
@@ -138,11 +138,43 @@ def unsendable(fields: Mapping[str, str], max_id_bytes: int | None = None) -> st
         if problem:
             return problem
     doc_id = fields.get("id")
-    if max_id_bytes is not None and doc_id is not None:
-        size = len(doc_id) if doc_id.isascii() else len(doc_id.encode("utf-8"))
-        if size > max_id_bytes:
-            return f"field 'id' has {size:,} bytes, more than max_id_bytes = {max_id_bytes:,}"
+    if max_id_bytes is not None and doc_id:  # (an empty id is sendable: the daemon dead-letters it)
+        try:
+            check_id(doc_id, max_id_bytes)
+        except InputError as exc:
+            return exc.detail
     return None
+
+
+def check_id(doc_id: str | bytes, max_id_bytes: int) -> str:
+    """``doc_id`` as text, if the daemon accepts it as a document id: 1 to ``max_id_bytes`` bytes of UTF-8
+    (keys.id_fits, the rule of the in-flight registry's scripts too). The one check of an id, for the
+    daemon (the bytes of an entry's field) and for producers (text, before it is sent).
+
+    Raises:
+        InputError: ``missing_id``, ``id_too_long`` or ``bad_utf8`` (bytes that are not UTF-8, or text
+            holding a lone surrogate), with a detail that names the field.
+
+    >>> check_id("art-1", 8)
+    'art-1'
+    >>> check_id("é" * 5, 8)
+    Traceback (most recent call last):
+    dedupd.errors.InputError: id_too_long: field 'id' has 10 bytes, more than max_id_bytes = 8
+    """
+    if isinstance(doc_id, str):
+        problem = _surrogate(doc_id, "field 'id'")
+        if problem:
+            raise InputError(BAD_UTF8, problem)
+        size = len(doc_id) if doc_id.isascii() else len(doc_id.encode("utf-8"))
+    else:
+        size = len(doc_id)
+    if not id_fits(size, max_id_bytes):
+        if not size:
+            raise InputError(MISSING_ID, "the 'id' field is missing or empty (a document needs an id)")
+        raise InputError(
+            ID_TOO_LONG, f"field 'id' has {size:,} bytes, more than max_id_bytes = {max_id_bytes:,}"
+        )
+    return doc_id if isinstance(doc_id, str) else _decode("id", doc_id)
 
 
 def _surrogate(value: str, what: str) -> str | None:
@@ -220,12 +252,8 @@ def parse_entry(
 
 
 def _doc_id(fields: dict[bytes, bytes], max_id_bytes: int) -> str:
-    """The entry's document id (keys.entry_doc, the rule the in-flight registry applies too), as text."""
-    raw = entry_doc(fields, max_id_bytes)
-    if not raw:
-        _text(fields, "id", max_id_bytes, ID_TOO_LONG)  # raises when the field is there but too long
-        raise InputError(MISSING_ID, "the entry has no non-empty 'id' field")
-    return _decode("id", raw)
+    """The entry's document id (:func:`check_id`), as text."""
+    return check_id(fields.get(DOC_FIELD, b""), max_id_bytes)
 
 
 def _op(fields: dict[bytes, bytes]) -> Op:

@@ -21,7 +21,7 @@ from dedupd.daemon.clusters import Clusters, clusters_of
 from dedupd.daemon.entries import Entry, Op
 from dedupd.daemon.evictions import evictions
 from dedupd.daemon.handoff import Handoff
-from dedupd.daemon.planner import Action
+from dedupd.daemon.planner import Action, Step
 from dedupd.index.matching import Verification
 from dedupd.index.protocol import Emitted, Exchange, Gateway
 from dedupd.index.verdict import Match, Verdict, cluster_of
@@ -73,7 +73,7 @@ def write_outputs(
         settings.seen_ttl_s,
         baskets(settings, entries, alerts),
     )
-    queries = [run.steps[i].entry for i in done if run.steps[i].action is Action.QUERY]
+    queries = [run.steps[i] for i in done if run.steps[i].action is Action.QUERY]
     by_entry = {run.steps[i].entry.entry_id: m for i, m in verified.matches.items()}
     replies(gw, settings, exchange, queries, by_entry)
     exchange.execute()
@@ -159,17 +159,19 @@ def phrases(text: str) -> list[str]:
 
 
 def replies(
-    gw: Gateway, settings: Settings, exchange: Exchange, queries: list[Entry], matches: dict[str, list[Found]]
+    gw: Gateway, settings: Settings, exchange: Exchange, queries: list[Step], matches: dict[str, list[Found]]
 ) -> None:
-    """Queue the verdicts of the queries, one call per reply stream."""
+    """Queue the verdicts of the query steps, one call per reply stream; a verdict says whether the
+    query's id is an indexed document (its live record, as read when the run was planned)."""
     if not queries:
         return
-    hits = [matches.get(q.entry_id, []) for q in queries]
+    hits = [matches.get(s.entry.entry_id, []) for s in queries]
     by_stream: dict[str, list[Emitted]] = {}
-    for q, (found, cluster) in zip(queries, cluster_of(gw, hits), strict=True):
-        verdict = Verdict(
-            q.doc_id, tuple(Match(m.doc_id, m.similarity) for m in found), cluster, gw.spec.verify, q.entry_id
-        )
+    for s, (found, cluster) in zip(queries, cluster_of(gw, hits), strict=True):
+        q = s.entry
+        kept = tuple(Match(m.doc_id, m.similarity) for m in found)
+        indexed = s.old is not None and s.live
+        verdict = Verdict(q.doc_id, kept, cluster, gw.spec.verify, q.entry_id, indexed)
         assert q.reply_to is not None
         by_stream.setdefault(q.reply_to, []).append((q.entry_id, verdict.fields()))
     for name, entries in by_stream.items():

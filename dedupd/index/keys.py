@@ -30,7 +30,17 @@ def entry_doc(fields: dict[bytes, bytes], max_id_bytes: int) -> bytes:
     (b'42', b'', b'')
     """
     doc = fields.get(DOC_FIELD, b"")
-    return doc if 0 < len(doc) <= max_id_bytes else b""
+    return doc if id_fits(len(doc), max_id_bytes) else b""
+
+
+def id_fits(size: int, max_id_bytes: int) -> bool:
+    """Whether a document id of ``size`` bytes (UTF-8) has a length the daemon accepts: 1 to
+    ``max_id_bytes`` (entries.check_id says why not, to producers and in dead letters alike).
+
+    >>> id_fits(2, 8), id_fits(0, 8), id_fits(9, 8)
+    (True, False, False)
+    """
+    return 0 < size <= max_id_bytes
 
 
 class Meta(StrEnum):

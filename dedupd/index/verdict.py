@@ -2,6 +2,9 @@
 
 The same value whether it comes from :meth:`dedupd.Client.query` or from the reply stream of an
 ``op = query`` entry (:meth:`Verdict.fields` writes it, :meth:`Verdict.from_fields` reads it back).
+
+A query that carries the id of an indexed document is compared with every document but that one (as an
+upsert of the id would be); ``indexed`` says so, so that "no match" is not read as "not in the index".
 """
 
 from __future__ import annotations
@@ -24,9 +27,9 @@ __all__ = ["Match", "Verdict", "cluster_of"]
 class Verdict:
     """What the index says of one text.
 
-    >>> v = Verdict("q1", (Match("a", 0.91), Match("b", 0.85)), "a", "exact")
-    >>> v.duplicate, v.duplicate_of, v.similarity
-    (True, 'a', 0.91)
+    >>> v = Verdict("q1", (Match("a", 0.91), Match("b", 0.85)), "a", "exact", indexed=True)
+    >>> v.duplicate, v.duplicate_of, v.similarity, v.indexed
+    (True, 'a', 0.91, True)
     >>> Verdict.from_fields({k.encode(): str(x).encode() for k, x in zip(v.fields()[::2], v.fields()[1::2])}) == v
     True
     """
@@ -36,6 +39,7 @@ class Verdict:
     cluster: str | None  # the cluster it would join (None when it is not a duplicate)
     verify: str  # "exact" or "signature": what the similarities are
     input: str | None = None  # the query's input entry id (stream queries)
+    indexed: bool = False  # a document with the query's id is in the index (left out of the comparison)
 
     @property
     def duplicate(self) -> bool:
@@ -58,6 +62,7 @@ class Verdict:
             "duplicate": self.duplicate,
             "matches": [[m.id, round(m.similarity, 4)] for m in self.matches],
             "verify": self.verify,
+            "indexed": self.indexed,
         }
         if self.duplicate:
             out.update(
@@ -70,9 +75,11 @@ class Verdict:
         return out
 
     def fields(self) -> list[str]:
-        """The reply-stream entry as field/value pairs (``duplicate`` is 1 or 0; matches as JSON)."""
+        """The reply-stream entry as field/value pairs (``duplicate`` and ``indexed`` are 1 or 0; matches
+        as JSON)."""
         d = self.to_dict()
         d["duplicate"] = 1 if self.duplicate else 0
+        d["indexed"] = 1 if self.indexed else 0
         d["matches"] = json.dumps(d["matches"])
         if "similarity" in d:
             d["similarity"] = f"{d['similarity']:.4f}"
@@ -83,7 +90,14 @@ class Verdict:
         """Read a reply-stream entry back."""
         f = {k.decode(): v.decode() for k, v in fields.items()}
         matches = tuple(Match(str(m), float(s)) for m, s in json.loads(f.get("matches", "[]")))
-        return cls(f.get("id"), matches, f.get("cluster"), f.get("verify", ""), f.get("input"))
+        return cls(
+            f.get("id"),
+            matches,
+            f.get("cluster"),
+            f.get("verify", ""),
+            f.get("input"),
+            f.get("indexed") == "1",
+        )
 
 
 def cluster_of(gw: Gateway, hits: Sequence[Sequence[Found]]) -> list[tuple[list[Found], str | None]]:

@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 
 FIELDS = ("id", "text", "op", "source", "items", "meta")
 FORMATS = ("auto", "jsonl", "text", "json-array", "files")
+# what --format auto makes of an input whose first line is a JSON object: JSONL, in which a plain-text line
+# is still a document (with a warning: :class:`PlainTextLines`) and a JSON value that is no object is bad
+JSONL_AUTO = "jsonl-auto"
+SHOWN_TEXT_LINES = 20  # plain-text lines of a JSONL input warned of one by one; the rest are only counted
 FLUSH_S = 0.1  # buffered entries are sent at least this often while the input pauses
 _CHUNK = 1 << 16
 _BOM = b"\xef\xbb\xbf"
@@ -68,10 +72,25 @@ def parse_line(
     Args:
         raw: the line, bytes (decoded here) or text, with or without its line break.
         no: its line number (1-based); a plain-text line gets the id ``<id_prefix><no>``.
-        fmt: ``jsonl``, ``text`` or ``auto`` (a line starting with ``{`` is JSONL, any other is text).
+        fmt: ``jsonl``, ``text``, ``auto`` (a line starting with ``{`` is JSONL, any other is text) or
+            :data:`JSONL_AUTO` (a line starting with ``{`` is JSONL, a JSON array, string, number... is bad,
+            any other line is text).
         id_prefix: see ``no``.
         max_id_bytes: a longer id makes the line bad (None: not checked).
+
+    >>> parse_line("[1, 2]", 4, JSONL_AUTO, "f:").reason.partition(":")[0]
+    'a JSON array, not an object'
+    >>> parse_line("plain words", 5, JSONL_AUTO, "f:")
+    {'id': 'f:5', 'text': 'plain words'}
     """
+    line = _line_text(raw, no)
+    if line is None or isinstance(line, BadLine):
+        return line
+    return _parse_text(line, no, fmt, id_prefix, max_id_bytes)
+
+
+def _line_text(raw: bytes | str, no: int) -> str | BadLine | None:
+    """A line's text (decoded, without BOM or line break), a BadLine when it is not UTF-8, None if blank."""
     if isinstance(raw, bytes):
         decoded = _decode(raw[3:] if no == 1 and raw.startswith(_BOM) else raw)
         if isinstance(decoded, BadLine):
@@ -80,20 +99,48 @@ def parse_line(
     else:
         line = raw
     line = line.rstrip("\r\n")
-    if not line.strip():
-        return None
+    return line if line.strip() else None
+
+
+def _opens_object(line: str) -> bool:
+    """Whether a line is read as a JSON object (in every format but ``text``)."""
+    return line.lstrip().startswith("{")
+
+
+def _parse_text(line: str, no: int, fmt: str, id_prefix: str, max_id_bytes: int | None) -> Item:
+    """:func:`parse_line` of a non-blank line's text."""
     if fmt == "text":
         return checked({"id": f"{id_prefix}{no}", "text": line}, no, max_id_bytes)
-    if line.lstrip().startswith("{"):
+    if _opens_object(line):
         try:
             obj = json.loads(line)
         except ValueError as exc:
             hint = "" if fmt == "jsonl" else " (a line starting with '{' is read as JSON: use --format text)"
             return BadLine(no, f"invalid JSON: {exc}{hint}")
         return object_fields(obj, no, max_id_bytes=max_id_bytes)
-    if fmt == "jsonl":
-        return BadLine(no, "not a JSON object (use --format text for plain text)")
+    if fmt in ("jsonl", JSONL_AUTO):
+        kind = json_kind(line)
+        if kind is not None:
+            return BadLine(
+                no,
+                f"a JSON {kind}, not an object: each line of a JSONL input is one object with the stream "
+                'fields, such as {"id": "42", "text": "..."}',
+            )
+        if fmt == "jsonl":
+            return BadLine(no, "not a JSON object (use --format text for plain text)")
     return checked({"id": f"{id_prefix}{no}", "text": line}, no, max_id_bytes)
+
+
+def json_kind(line: str) -> str | None:
+    """What JSON value ``line`` is (``array``, ``string``, ``number``...), or None when it is no JSON.
+
+    >>> json_kind(' [1, 2] '), json_kind('"a"'), json_kind("42"), json_kind("42 apples"), json_kind("null")
+    ('array', 'string', 'number', None, 'null')
+    """
+    try:
+        return _json_type(json.loads(line))
+    except (ValueError, RecursionError):  # (plain text fails at its first character or word)
+        return None
 
 
 def checked(fields: dict[str, str], no: int, max_id_bytes: int | None, where: str | None = None) -> Item:
@@ -239,9 +286,16 @@ class Detected:
 
 
 def detect_format(first_line: bytes, name: str) -> Detected:
-    """``--format auto`` from the input's first non-blank line: a JSON array opening, a CSV-looking
-    header (pushed as text, with a warning), else lines each read as JSONL or text."""
+    """``--format auto`` from the input's first non-blank line: a JSON array opening; a JSON object
+    opening (:data:`JSONL_AUTO`: JSONL, its plain-text lines taken with a warning); a CSV-looking header
+    (pushed as text, with a warning); else lines each read as JSONL (starting with ``{``) or text.
+
+    >>> detect_format(b'{"id": "1", "text": "t"}', "f").fmt, detect_format(b"hello", "f").fmt
+    ('jsonl-auto', 'auto')
+    """
     line = first_line.removeprefix(_BOM)
+    if line.lstrip().startswith(b"{"):
+        return Detected(JSONL_AUTO)
     if _ARRAY_START.match(line):
         return Detected(
             "json-array",
@@ -279,7 +333,8 @@ def read_items(
     Args:
         stream: binary input.
         fmt: the format; ``auto`` decides from the first non-blank line (:func:`detect_format`) and calls
-            ``warn`` when that was a guess.
+            ``warn`` when that was a guess, and for each plain-text line of an input it took as JSONL
+            (:class:`PlainTextLines`).
         id_prefix: plain-text documents get the id ``<id_prefix><line number>`` (array strings: the index).
         name: the input's name in warnings.
         idle_s: see above (pipes and terminals only).
@@ -304,6 +359,7 @@ def read_items(
         data = b"\n".join(_counted(lines, on_bytes))
         yield from array_items(data, id_prefix, max_id_bytes=max_id_bytes)
         return
+    text_lines = PlainTextLines(name, warn) if fmt == JSONL_AUTO else None
     no = 0
     for line in lines:
         if line is None:
@@ -312,9 +368,47 @@ def read_items(
         no += 1
         if on_bytes is not None:
             on_bytes(len(line) + 1)
-        item = parse_line(line, no, fmt, id_prefix, max_id_bytes=max_id_bytes)
-        if item is not None:
-            yield item
+        text = _line_text(line, no)
+        if text is None or isinstance(text, BadLine):
+            if text is not None:
+                yield text
+            continue
+        item = _parse_text(text, no, fmt, id_prefix, max_id_bytes)
+        if text_lines is not None and not isinstance(item, BadLine) and not _opens_object(text):
+            text_lines.taken(no, item["id"])
+        yield item
+    if text_lines is not None:
+        text_lines.finish()
+
+
+class PlainTextLines:
+    """Warns of the plain-text lines of an input read as JSONL (``--format auto``, first line a JSON
+    object), each taken as a document: ``name:line: ...`` for the first :data:`SHOWN_TEXT_LINES`, then a
+    count at the end."""
+
+    def __init__(self, name: str, warn: Callable[[str], None] | None) -> None:
+        self.name = name
+        self.warn = warn
+        self.count = 0
+
+    def taken(self, no: int, doc_id: str) -> None:
+        """Line ``no`` was taken as a plain-text document with id ``doc_id``."""
+        self.count += 1
+        if self.warn is None or self.count > SHOWN_TEXT_LINES + 1:
+            return
+        if self.count <= SHOWN_TEXT_LINES:
+            self.warn(
+                f"{self.name}:{no}: not JSON, in a JSONL input: taken as a plain-text document with id "
+                f"{doc_id!r} (write it as a JSON object to give it its own id; --format text reads every "
+                "line as text)"
+            )
+        else:
+            self.warn(f"{self.name}: more plain-text lines taken as documents; only counting from here")
+
+    def finish(self) -> None:
+        """At the end of the input: the count, when some were not warned of one by one."""
+        if self.warn is not None and self.count > SHOWN_TEXT_LINES:
+            self.warn(f"{self.name}: {self.count:,} plain-text lines in all were taken as documents")
 
 
 def _counted(lines: Iterable[bytes | None], on_bytes: Callable[[int], None] | None) -> Iterator[bytes]:
