@@ -7,12 +7,18 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from dedupd.cli.common import common_options, connect_to, plural, settings_from
+from dedupd.cli.sample import DEFAULT_LIMIT, LateProgress, Sample, read_sample, render_sample, sample_dict
 from dedupd.index.keys import Keys
+from dedupd.ops.producer import FORMATS
+
+if TYPE_CHECKING:
+    from dedupd.settings import Settings
+    from dedupd.similarity.pair_distribution import SampleReport
 
 
 @click.command()
@@ -35,9 +41,34 @@ from dedupd.index.keys import Keys
     "--plot",
     "plot_file",
     type=click.Path(dir_okay=False, writable=True),
-    help="Write the S-curve to this PNG (needs matplotlib: pip install 'dedupd[plot]').",
+    help="Write the S-curve to this PNG, with --sample its pairs per bin as bars (needs matplotlib: pip "
+    "install 'dedupd[plot]').",
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of the table.")
+@click.option(
+    "--sample",
+    "sample_file",
+    type=click.Path(exists=True, allow_dash=True),
+    metavar="FILE",
+    help="Documents of your own (read as `dedupd push` reads FILE; - for standard input): show how their "
+    "pairs are distributed by exact Jaccard similarity and what each threshold would catch and cost.",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=2),
+    default=DEFAULT_LIMIT,
+    show_default=True,
+    help="Read at most this many documents of --sample (the first ones).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="auto",
+    show_default=True,
+    help="Format of --sample, as for `dedupd push`.",
+)
+@click.option("--shingle", help="Shingling of --sample, word:K or char:K (DEDUPD_SHINGLE, default word:3).")
 def tune(
     config_file: str | None,
     threshold: float | None,
@@ -48,6 +79,10 @@ def tune(
     step: float,
     plot_file: str | None,
     as_json: bool,
+    sample_file: str | None,
+    limit: int,
+    fmt: str,
+    shingle: str | None,
 ) -> None:
     """Choose LSH bands x rows for a threshold and num_perm, and show what they cost.
 
@@ -59,13 +94,22 @@ def tune(
     A false positive here is a candidate, not an alert: the daemon verifies every candidate against
     the threshold (verify = exact or signature) before it alerts, so false positives cost a
     verification each, while false negatives are pairs never compared at all.
+
+    With --sample FILE, first: the pairs of those documents counted by exact Jaccard similarity of their
+    shingles in bins from 0.3 up (pairs below 0.3 are not counted), with an example pair of each bin and
+    where its texts differ, so that you can see what a similarity means in your data; then, for the
+    thresholds 0.3 to 0.9 and the configured one, the pairs and documents each would catch and the alerts
+    the daemon would write, and what it costs: the banding chosen for it, its false-negative rate at
+    t + 0.05, its false-positive rate at t - 0.1, and the Redis memory of a document's band buckets.
+    To lower the threshold of a running index: `dedupd rebuild --threshold T`.
     """
     from dedupd.similarity.tuning import plot, render
     from dedupd.similarity.tuning import tune as make_report
 
     if config_file:
         os.environ["DEDUPD_CONFIG"] = config_file
-    settings = settings_from(threshold=threshold, num_perm=num_perm)
+    settings = settings_from(threshold=threshold, num_perm=num_perm, shingle=shingle)
+    sampled = _sample_report(settings, sample_file, fmt, limit) if sample_file else None
     if bands is None and rows is None and settings.bands is not None:
         bands, rows = settings.bands, settings.rows
     report = make_report(
@@ -78,10 +122,14 @@ def tune(
         span=span,
         step=step,
     )
-    written = str(plot(report, plot_file)) if plot_file else None
+    histogram = [(b.low, b.high, b.pairs) for b in sampled[0].bins] if sampled else None
+    written = str(plot(report, plot_file, histogram)) if plot_file else None
     if as_json:
-        click.echo(json.dumps({**report.to_dict(), "plot": written}))
+        extra = {"sample": sample_dict(*sampled)} if sampled else {}
+        click.echo(json.dumps({**report.to_dict(), "plot": written, **extra}))
     else:
+        if sampled:
+            click.echo(render_sample(*sampled, settings.shingle) + "\n")
         click.echo(render(report))
         click.echo(
             "\nfalse positives are LSH candidates below the threshold: every candidate is verified "
@@ -174,6 +222,28 @@ def rebuild(source: Path | None, allow_missing: bool, abort: bool, wait_s: float
         f"generation {state.gen} ({plural(report.dropped, 'key')})",
         err=True,
     )
+
+
+def _sample_report(settings: Settings, file: str, fmt: str, limit: int) -> tuple[SampleReport, Sample]:
+    """The report of ``tune --sample``: the pairs of FILE's documents, the bins and the thresholds."""
+    from dedupd.similarity.near_pairs import near_pairs
+    from dedupd.similarity.pair_distribution import BIN_WIDTH, LOWEST, distribution
+
+    sample = read_sample(file, fmt, limit, settings.max_doc_bytes, settings.max_id_bytes)
+    lowest = min(LOWEST, settings.threshold)
+    progress = LateProgress()
+    pairs = near_pairs(list(sample.texts.values()), settings.shingle, lowest, progress=progress)
+    grid = [round(lowest + k * BIN_WIDTH, 6) for k in range(int((1.0 - lowest) / BIN_WIDTH + 1e-9))]
+    report = distribution(
+        pairs,
+        sorted({*grid, settings.threshold}),
+        settings.num_perm,
+        settings.fp_weight,
+        settings.fn_weight,
+        configured=settings.threshold,
+    )
+    progress.finish()
+    return report, sample
 
 
 class _PhaseBar:
