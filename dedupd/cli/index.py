@@ -17,6 +17,8 @@ from dedupd.index.keys import Keys
 from dedupd.ops.producer import FORMATS
 
 if TYPE_CHECKING:
+    from dedupd.index.generations import OwedAlerts
+    from dedupd.ops.existing_pairs import ExistingPairs
     from dedupd.settings import Settings
     from dedupd.similarity.pair_distribution import SampleReport
 
@@ -166,6 +168,12 @@ def tune(
 @click.option("--allow-missing", is_flag=True, help="Switch even if the source lacks some indexed documents.")
 @click.option("--abort", is_flag=True, help="Forget an unfinished rebuild and delete what it had built.")
 @click.option(
+    "--alert-existing",
+    is_flag=True,
+    help="With a lower --threshold: also alert the pairs of documents already indexed that the new "
+    "threshold makes duplicates (similarity between the new and the old one); these alerts have by = rebuild.",
+)
+@click.option(
     "--wait",
     "wait_s",
     type=float,
@@ -173,7 +181,9 @@ def tune(
     show_default=True,
     help="Seconds to wait for running daemons to start (or stop) writing into both generations.",
 )
-def rebuild(source: Path | None, allow_missing: bool, abort: bool, wait_s: float, **opts: Any) -> None:
+def rebuild(
+    source: Path | None, allow_missing: bool, abort: bool, wait_s: float, alert_existing: bool, **opts: Any
+) -> None:
     """Reindex with new parameters while `dedupd serve` keeps serving.
 
     Only the parameters given (as flags, DEDUPD_* variables or in --config) change; the others keep the
@@ -184,10 +194,20 @@ def rebuild(source: Path | None, allow_missing: bool, abort: bool, wait_s: float
     entry that arrives meanwhile; at the switch the daemons pause for a moment, then follow the new
     generation, and the old one is deleted. Interrupted, a rerun with the same flags resumes; --abort stops
     and cleans up.
+
+    Documents already indexed were verified at the old threshold: after `--threshold` lowers it, a pair of
+    them between the two thresholds gets no alert unless --alert-existing is given. With it, once the new
+    generation serves, each document indexed before the switch is compared with the earlier documents in its
+    new buckets, and a document with a match between the new and the old threshold gets an alert (its
+    matches bounded as the daemon bounds them, its cluster united with theirs), with by = rebuild and input =
+    the entry that last changed it. Interrupted, the same command run again writes the rest.
     """
     from dedupd.index.generations import Generations
+    from dedupd.ops.existing_pairs import ExistingPairs, check_lowering
     from dedupd.ops.rebuild import Rebuild, RebuildError
 
+    if abort and alert_existing:
+        raise click.UsageError("--alert-existing goes with a rebuild, not with --abort")
     settings = settings_from(**opts)
     client = connect_to(settings)
     bar = _PhaseBar()
@@ -204,8 +224,28 @@ def rebuild(source: Path | None, allow_missing: bool, abort: bool, wait_s: float
             "`dedupd serve` with the new settings instead)"
         )
     target = settings.rebuild_target(stored.spec)
+    payer = ExistingPairs(client, settings, bar.update) if alert_existing else None
+    if payer is not None:
+        if target == stored.spec and stored.next_spec is None and (owed := payer.owed()) is not None:
+            click.echo("resuming the alerts of the pairs of existing documents", err=True)
+            _pay(payer, owed, bar)  # (the rebuild switched, then was interrupted)
+            return
+        check_lowering(stored.spec, target, source)
+    elif target.threshold < stored.spec.threshold:
+        click.echo(
+            f"note: documents already indexed are not compared again: their pairs with a similarity from "
+            f"{target.threshold:g} to {stored.spec.threshold:g} get no alert (--alert-existing alerts them)",
+            err=True,
+        )
     rb = Rebuild(
-        client, settings, target, bar.update, source=source, allow_missing=allow_missing, wait_s=wait_s
+        client,
+        settings,
+        target,
+        bar.update,
+        source=source,
+        allow_missing=allow_missing,
+        wait_s=wait_s,
+        alert_existing=alert_existing,
     )
     state, resumed = rb.begin()
     assert state.next_spec is not None
@@ -220,6 +260,20 @@ def rebuild(source: Path | None, allow_missing: bool, abort: bool, wait_s: float
         f"switched to generation {state.next_gen}: {plural(report.documents, 'document')} ({report.before:,} "
         f"before), {plural(report.processed, 'entry', 'entries')} processed in {report.seconds:.1f}s; deleted "
         f"generation {state.gen} ({plural(report.dropped, 'key')})",
+        err=True,
+    )
+    if payer is not None and (owed := payer.owed()) is not None:
+        _pay(payer, owed, bar)
+
+
+def _pay(payer: ExistingPairs, owed: OwedAlerts, bar: _PhaseBar) -> None:
+    """Write the alerts a rebuild that lowered the threshold owes, and say how many."""
+    paid = payer.pay(owed)
+    bar.finish()
+    click.echo(
+        f"alerted {plural(paid.alerts, 'document')} with a match among the {plural(paid.documents, 'document')} "
+        f"indexed before the switch, at a similarity from {paid.new_threshold:g} up to {owed.old_threshold:g} "
+        "(these alerts have by = rebuild)",
         err=True,
     )
 
