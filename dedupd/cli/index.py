@@ -4,6 +4,7 @@ changed while the daemons keep serving."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -284,7 +285,8 @@ def _sample_report(settings: Settings, file: str, fmt: str, limit: int) -> tuple
     from dedupd.similarity.pair_distribution import BIN_WIDTH, LOWEST, distribution
 
     sample = read_sample(file, fmt, limit, settings.max_doc_bytes, settings.max_id_bytes)
-    lowest = min(LOWEST, settings.threshold)
+    t = settings.threshold  # (below LOWEST: from the tenth below it, so that the bins stay tenths)
+    lowest = LOWEST if t >= LOWEST else math.floor(t * 10 + 1e-9) / 10 or t
     progress = LateProgress()
     pairs = near_pairs(list(sample.texts.values()), settings.shingle, lowest, progress=progress)
     grid = [round(lowest + k * BIN_WIDTH, 6) for k in range(int((1.0 - lowest) / BIN_WIDTH + 1e-9))]

@@ -14,14 +14,16 @@ import time
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from dedupd.cli.common import plural
 from dedupd.errors import ConfigError
 from dedupd.ops.producer import BadLine, Item, directory_items, read_items
-from dedupd.similarity.pair_distribution import BUCKET_ENTRY_BYTES, Example, SampleReport
+
+if TYPE_CHECKING:  # (the similarity code, and numba, load only when a sample is read)
+    from dedupd.similarity.pair_distribution import Example, SampleReport
 
 DEFAULT_LIMIT = 20_000
 _SHOWN_BAD = 5  # bad lines reported one by one; the rest are counted
@@ -154,6 +156,8 @@ class LateProgress:
 
 def render_sample(report: SampleReport, sample: Sample, shingle: str) -> str:
     """The distribution table, the examples and the thresholds, as ``dedupd tune --sample`` prints them."""
+    from dedupd.similarity.pair_distribution import BUCKET_ENTRY_BYTES
+
     ids, texts = sample.ids, list(sample.texts.values())
     head = f"sample: {plural(report.documents, 'document')} of {sample.name}, {shingle} shingles"
     if sample.cut:
@@ -169,7 +173,7 @@ def render_sample(report: SampleReport, sample: Sample, shingle: str) -> str:
     ]
     for b in report.bins:
         example = f"{_pair(b.example, ids)} ({b.example.jaccard:.3f})" if b.example else ""
-        lines.append(f"  {b.low:.1f}-{b.high:.1f}   {b.pairs:>9,} {b.at_or_above:>12,}  {example}".rstrip())
+        lines.append(f"  {_bin(b.low, b.high):<9} {b.pairs:>9,} {b.at_or_above:>12,}  {example}".rstrip())
     if report.identical_pairs:
         lines.append(f"  ({plural(report.identical_pairs, 'pair')} of documents with the same shingles)")
     shown = [b.example for b in report.bins if b.example is not None]
@@ -180,7 +184,7 @@ def render_sample(report: SampleReport, sample: Sample, shingle: str) -> str:
         if (e := b.example) is not None:
             left, right = difference(texts[e.left], texts[e.right])
             lines += [
-                f"  {b.low:.1f}-{b.high:.1f}  {_pair(e, ids)}  (Jaccard {e.jaccard:.3f})",
+                f"  {_bin(b.low, b.high)}  {_pair(e, ids)}  (Jaccard {e.jaccard:.3f})",
                 f"    {_cut(ids[e.left]):<{width}}  {left}",
                 f"    {_cut(ids[e.right]):<{width}}  {right}",
             ]
@@ -227,6 +231,15 @@ def _how_found(report: SampleReport) -> str:
         f"and compared exactly; a pair at {report.lowest:g} is missed with probability "
         f"{report.miss_probability:.1e}, a nearer one less often"
     )
+
+
+def _bin(low: float, high: float) -> str:
+    """A bin's label: ``0.3-0.4`` (``0.25-0.35`` when the bins start off the tenths).
+
+    >>> _bin(0.3, 0.4), _bin(0.9, 1.0), _bin(0.25, 0.35)
+    ('0.3-0.4', '0.9-1.0', '0.25-0.35')
+    """
+    return "-".join(f"{x:.1f}" if abs(x * 10 - round(x * 10)) < 1e-9 else f"{x:g}" for x in (low, high))
 
 
 def _pair(example: Example, ids: list[str]) -> str:
