@@ -4,15 +4,24 @@ changed while the daemons keep serving."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from dedupd.cli.common import common_options, connect_to, plural, settings_from
+from dedupd.cli.sample import DEFAULT_LIMIT, LateProgress, Sample, read_sample, render_sample, sample_dict
 from dedupd.index.keys import Keys
+from dedupd.ops.producer import FORMATS
+
+if TYPE_CHECKING:
+    from dedupd.index.generations import OwedAlerts
+    from dedupd.ops.existing_pairs import ExistingPairs
+    from dedupd.settings import Settings
+    from dedupd.similarity.pair_distribution import SampleReport
 
 
 @click.command()
@@ -35,9 +44,34 @@ from dedupd.index.keys import Keys
     "--plot",
     "plot_file",
     type=click.Path(dir_okay=False, writable=True),
-    help="Write the S-curve to this PNG (needs matplotlib: pip install 'dedupd[plot]').",
+    help="Write the S-curve to this PNG, with --sample its pairs per bin as bars (needs matplotlib: pip "
+    "install 'dedupd[plot]').",
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of the table.")
+@click.option(
+    "--sample",
+    "sample_file",
+    type=click.Path(exists=True, allow_dash=True),
+    metavar="FILE",
+    help="Documents of your own (read as `dedupd push` reads FILE; - for standard input): show how their "
+    "pairs are distributed by exact Jaccard similarity and what each threshold would catch and cost.",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=2),
+    default=DEFAULT_LIMIT,
+    show_default=True,
+    help="Read at most this many documents of --sample (the first ones).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="auto",
+    show_default=True,
+    help="Format of --sample, as for `dedupd push`.",
+)
+@click.option("--shingle", help="Shingling of --sample, word:K or char:K (DEDUPD_SHINGLE, default word:3).")
 def tune(
     config_file: str | None,
     threshold: float | None,
@@ -48,6 +82,10 @@ def tune(
     step: float,
     plot_file: str | None,
     as_json: bool,
+    sample_file: str | None,
+    limit: int,
+    fmt: str,
+    shingle: str | None,
 ) -> None:
     """Choose LSH bands x rows for a threshold and num_perm, and show what they cost.
 
@@ -59,13 +97,22 @@ def tune(
     A false positive here is a candidate, not an alert: the daemon verifies every candidate against
     the threshold (verify = exact or signature) before it alerts, so false positives cost a
     verification each, while false negatives are pairs never compared at all.
+
+    With --sample FILE, first: the pairs of those documents counted by exact Jaccard similarity of their
+    shingles in bins from 0.3 up (pairs below 0.3 are not counted), with an example pair of each bin and
+    where its texts differ, so that you can see what a similarity means in your data; then, for the
+    thresholds 0.3 to 0.9 and the configured one, the pairs and documents each would catch and the alerts
+    the daemon would write, and what it costs: the banding chosen for it, its false-negative rate at
+    t + 0.05, its false-positive rate at t - 0.1, and the Redis memory of a document's band buckets.
+    To lower the threshold of a running index: `dedupd rebuild --threshold T`.
     """
     from dedupd.similarity.tuning import plot, render
     from dedupd.similarity.tuning import tune as make_report
 
     if config_file:
         os.environ["DEDUPD_CONFIG"] = config_file
-    settings = settings_from(threshold=threshold, num_perm=num_perm)
+    settings = settings_from(threshold=threshold, num_perm=num_perm, shingle=shingle)
+    sampled = _sample_report(settings, sample_file, fmt, limit) if sample_file else None
     if bands is None and rows is None and settings.bands is not None:
         bands, rows = settings.bands, settings.rows
     report = make_report(
@@ -78,10 +125,14 @@ def tune(
         span=span,
         step=step,
     )
-    written = str(plot(report, plot_file)) if plot_file else None
+    histogram = [(b.low, b.high, b.pairs) for b in sampled[0].bins] if sampled else None
+    written = str(plot(report, plot_file, histogram)) if plot_file else None
     if as_json:
-        click.echo(json.dumps({**report.to_dict(), "plot": written}))
+        extra = {"sample": sample_dict(*sampled)} if sampled else {}
+        click.echo(json.dumps({**report.to_dict(), "plot": written, **extra}))
     else:
+        if sampled:
+            click.echo(render_sample(*sampled, settings.shingle) + "\n")
         click.echo(render(report))
         click.echo(
             "\nfalse positives are LSH candidates below the threshold: every candidate is verified "
@@ -118,6 +169,12 @@ def tune(
 @click.option("--allow-missing", is_flag=True, help="Switch even if the source lacks some indexed documents.")
 @click.option("--abort", is_flag=True, help="Forget an unfinished rebuild and delete what it had built.")
 @click.option(
+    "--alert-existing",
+    is_flag=True,
+    help="With a lower --threshold: also alert the pairs of documents already indexed that the new "
+    "threshold makes duplicates (similarity between the new and the old one); these alerts have by = rebuild.",
+)
+@click.option(
     "--wait",
     "wait_s",
     type=float,
@@ -125,7 +182,9 @@ def tune(
     show_default=True,
     help="Seconds to wait for running daemons to start (or stop) writing into both generations.",
 )
-def rebuild(source: Path | None, allow_missing: bool, abort: bool, wait_s: float, **opts: Any) -> None:
+def rebuild(
+    source: Path | None, allow_missing: bool, abort: bool, wait_s: float, alert_existing: bool, **opts: Any
+) -> None:
     """Reindex with new parameters while `dedupd serve` keeps serving.
 
     Only the parameters given (as flags, DEDUPD_* variables or in --config) change; the others keep the
@@ -136,10 +195,20 @@ def rebuild(source: Path | None, allow_missing: bool, abort: bool, wait_s: float
     entry that arrives meanwhile; at the switch the daemons pause for a moment, then follow the new
     generation, and the old one is deleted. Interrupted, a rerun with the same flags resumes; --abort stops
     and cleans up.
+
+    Documents already indexed were verified at the old threshold: after `--threshold` lowers it, a pair of
+    them between the two thresholds gets no alert unless --alert-existing is given. With it, once the new
+    generation serves, each document indexed before the switch is compared with the earlier documents in its
+    new buckets, and a document with a match between the new and the old threshold gets an alert (its
+    matches bounded as the daemon bounds them, its cluster united with theirs), with by = rebuild and input =
+    the entry that last changed it. Interrupted, the same command run again writes the rest.
     """
     from dedupd.index.generations import Generations
+    from dedupd.ops.existing_pairs import ExistingPairs, check_lowering
     from dedupd.ops.rebuild import Rebuild, RebuildError
 
+    if abort and alert_existing:
+        raise click.UsageError("--alert-existing goes with a rebuild, not with --abort")
     settings = settings_from(**opts)
     client = connect_to(settings)
     bar = _PhaseBar()
@@ -156,8 +225,28 @@ def rebuild(source: Path | None, allow_missing: bool, abort: bool, wait_s: float
             "`dedupd serve` with the new settings instead)"
         )
     target = settings.rebuild_target(stored.spec)
+    payer = ExistingPairs(client, settings, bar.update) if alert_existing else None
+    if payer is not None:
+        if target == stored.spec and stored.next_spec is None and (owed := payer.owed()) is not None:
+            click.echo("resuming the alerts of the pairs of existing documents", err=True)
+            _pay(payer, owed, bar)  # (the rebuild switched, then was interrupted)
+            return
+        check_lowering(stored.spec, target, source)
+    elif target.threshold < stored.spec.threshold:
+        click.echo(
+            f"note: documents already indexed are not compared again: their pairs with a similarity from "
+            f"{target.threshold:g} to {stored.spec.threshold:g} get no alert (--alert-existing alerts them)",
+            err=True,
+        )
     rb = Rebuild(
-        client, settings, target, bar.update, source=source, allow_missing=allow_missing, wait_s=wait_s
+        client,
+        settings,
+        target,
+        bar.update,
+        source=source,
+        allow_missing=allow_missing,
+        wait_s=wait_s,
+        alert_existing=alert_existing,
     )
     state, resumed = rb.begin()
     assert state.next_spec is not None
@@ -174,6 +263,43 @@ def rebuild(source: Path | None, allow_missing: bool, abort: bool, wait_s: float
         f"generation {state.gen} ({plural(report.dropped, 'key')})",
         err=True,
     )
+    if payer is not None and (owed := payer.owed()) is not None:
+        _pay(payer, owed, bar)
+
+
+def _pay(payer: ExistingPairs, owed: OwedAlerts, bar: _PhaseBar) -> None:
+    """Write the alerts a rebuild that lowered the threshold owes, and say how many."""
+    paid = payer.pay(owed)
+    bar.finish()
+    click.echo(
+        f"alerted {plural(paid.alerts, 'document')} with a match among the {plural(paid.documents, 'document')} "
+        f"indexed before the switch, at a similarity from {paid.new_threshold:g} up to {owed.old_threshold:g} "
+        "(these alerts have by = rebuild)",
+        err=True,
+    )
+
+
+def _sample_report(settings: Settings, file: str, fmt: str, limit: int) -> tuple[SampleReport, Sample]:
+    """The report of ``tune --sample``: the pairs of FILE's documents, the bins and the thresholds."""
+    from dedupd.similarity.near_pairs import near_pairs
+    from dedupd.similarity.pair_distribution import BIN_WIDTH, LOWEST, distribution
+
+    sample = read_sample(file, fmt, limit, settings.max_doc_bytes, settings.max_id_bytes)
+    t = settings.threshold  # (below LOWEST: from the tenth below it, so that the bins stay tenths)
+    lowest = LOWEST if t >= LOWEST else math.floor(t * 10 + 1e-9) / 10 or t
+    progress = LateProgress()
+    pairs = near_pairs(list(sample.texts.values()), settings.shingle, lowest, progress=progress)
+    grid = [round(lowest + k * BIN_WIDTH, 6) for k in range(int((1.0 - lowest) / BIN_WIDTH + 1e-9))]
+    report = distribution(
+        pairs,
+        sorted({*grid, settings.threshold}),
+        settings.num_perm,
+        settings.fp_weight,
+        settings.fn_weight,
+        configured=settings.threshold,
+    )
+    progress.finish()
+    return report, sample
 
 
 class _PhaseBar:

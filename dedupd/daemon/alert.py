@@ -4,6 +4,10 @@
 :meth:`Alert.to_dict` is what ``dedupd alerts --json`` prints and :meth:`dedupd.Client.alerts` yields. The
 stream holds no integer ids of the index, so an alert holds its matches as :class:`~dedupd.similarity.matches.Match`
 (id, similarity), as a verdict does: the daemon builds one from its verified matches (``Found``) directly.
+
+An alert written by ``dedupd rebuild --alert-existing`` (a pair of documents indexed before a lower threshold,
+alerted when the rebuild switches to it) has one more field, last: ``by`` = ``rebuild``; its ``input`` is the
+input entry that last changed the document (its version), not one being processed.
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ from typing import Any
 
 from dedupd.similarity.matches import Found, Match
 
+BY_REBUILD = (
+    "rebuild"  # ``by`` of an alert `dedupd rebuild --alert-existing` wrote (its ``input``: the version)
+)
 _quoted = json.encoder.encode_basestring_ascii  # a str as json.dumps quotes it (ensure_ascii)
 
 
@@ -40,6 +47,7 @@ class Alert:
     source: str | None
     meta: str | None  # the input's JSON object, as its text
     entry_id: str | None  # the alerts-stream entry's id: None until written (read back: its id)
+    by: str | None  # who wrote it when not a daemon processing ``input``: "rebuild" (BY_REBUILD)
 
     def __init__(
         self,
@@ -51,9 +59,10 @@ class Alert:
         source: str | None,
         meta: str | None,
         entry_id: str | None = None,
+        by: str | None = None,
     ) -> None:
         """``matches`` best first, as ``Found`` (the daemon's verified matches: their integer ids are the
-        index's own and are not kept) or as ``Match``."""
+        index's own and are not kept) or as ``Match``; ``by`` for an alert no daemon wrote (BY_REBUILD)."""
         kept = tuple([m if isinstance(m, Match) else Match(m.doc_id, m.similarity) for m in matches])
         init = object.__setattr__  # (frozen)
         init(self, "doc_id", doc_id)
@@ -64,6 +73,7 @@ class Alert:
         init(self, "source", source)
         init(self, "meta", meta)
         init(self, "entry_id", entry_id)
+        init(self, "by", by)
 
     @property
     def duplicate_of(self) -> str:
@@ -100,6 +110,8 @@ class Alert:
             out += ["source", self.source]
         if self.meta is not None:
             out += ["meta", self.meta]
+        if self.by is not None:
+            out += ["by", self.by]
         return out
 
     @classmethod
@@ -119,7 +131,14 @@ class Alert:
             if not matches:
                 raise ValueError("no matches")
             alert = cls(
-                f["id"], matches, f["cluster"], f["input"], f["verify"], f.get("source"), f.get("meta")
+                f["id"],
+                matches,
+                f["cluster"],
+                f["input"],
+                f["verify"],
+                f.get("source"),
+                f.get("meta"),
+                by=f.get("by"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"alert {eid}: not an alert entry ({exc!r})") from None
@@ -154,6 +173,8 @@ class Alert:
             out["meta"] = self.meta
             with contextlib.suppress(ValueError):
                 out["meta"] = json.loads(self.meta)
+        if self.by is not None:
+            out["by"] = self.by
         return out
 
 

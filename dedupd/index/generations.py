@@ -39,6 +39,27 @@ class State:
 
 
 @dataclass(frozen=True, slots=True)
+class OwedAlerts:
+    """The alerts a rebuild that lowered the threshold owes the pairs of documents indexed before its switch
+    (``dedupd rebuild --alert-existing``: ops/existing_pairs.py), recorded just before the switch and cleared
+    once written."""
+
+    gen: int  # the generation the rebuild built (they are owed only once it serves)
+    old_threshold: float  # pairs at or above it were verified, and alerted, before
+    cut: (
+        str  # the last input entry the daemons had been given at the switch: later ones met the new threshold
+    )
+
+    def to_json(self) -> str:
+        return json.dumps({"gen": self.gen, "old_threshold": self.old_threshold, "cut": self.cut})
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> OwedAlerts:
+        data = json.loads(raw)
+        return cls(int(data["gen"]), float(data["old_threshold"]), str(data["cut"]))
+
+
+@dataclass(frozen=True, slots=True)
 class Poll:
     """What a daemon needs to know each moment: the serving generation, and whether a switch pauses it."""
 
@@ -177,6 +198,27 @@ class Generations:
         """Give the lease up (a finished or failed rebuild)."""
         if self.lease_owner() == token:
             self.client.delete(self.keys.rebuild_lease)
+
+    # ----- alerts owed by a rebuild that lowered the threshold -----
+    def owe_alerts(self, owed: OwedAlerts) -> None:
+        """Record the alerts a rebuild will owe once it has switched (just before the switch)."""
+        self.client.hset(self.keys.meta, Meta.OWED_ALERTS, owed.to_json())
+
+    def owed_alerts(self) -> OwedAlerts | None:
+        """The alerts owed for the serving generation, if any (a record left for another generation, by a
+        rebuild that never switched or one run after, is dropped)."""
+        raw, gen = self.client.hmget(self.keys.meta, [Meta.OWED_ALERTS, Meta.GEN])
+        if raw is None:
+            return None
+        owed = OwedAlerts.from_json(raw)
+        if owed.gen != int(gen or 0):
+            self.client.hdel(self.keys.meta, Meta.OWED_ALERTS)
+            return None
+        return owed
+
+    def settle_alerts(self) -> None:
+        """The owed alerts are written."""
+        self.client.hdel(self.keys.meta, Meta.OWED_ALERTS)
 
     # ----- daemons -----
     def heartbeats(self, max_age: float | None = None) -> dict[str, Heartbeat]:

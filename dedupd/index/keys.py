@@ -53,6 +53,9 @@ class Meta(StrEnum):
     NEXT_MODE = "next_mode"  # how it fills it: "signatures", "stream" or "file"
     NEXT_CUT = "next_cut"  # where its replay of the input stream began (the daemons' group floor at begin)
     LAST_GEN = "last_gen"  # the highest generation number ever given out (numbers are never reused)
+    # the alerts a rebuild that lowered the threshold owes the pairs of the documents indexed before its
+    # switch (`dedupd rebuild --alert-existing`; JSON: generations.OwedAlerts), until they are written
+    OWED_ALERTS = "owed_alerts"
 
 
 @dataclass(frozen=True, slots=True)

@@ -187,9 +187,10 @@ def render(alert: dict[str, Any]) -> str:
     src = f" [{alert['source']}]" if alert.get("source") else ""
     sim = alert.get("similarity")
     shown = f"{sim:.3f}" if isinstance(sim, float) else str(sim)
+    by = f"  by {alert['by']}" if alert.get("by") else ""  # (a rebuild's alert of an existing pair)
     return (
         f"{alert.get('id', '?')}{src} ~ {alert.get('duplicate_of', '?')}  similarity {shown} "
-        f"({alert.get('verify', '?')}){extra}  cluster {alert.get('cluster', '?')}"
+        f"({alert.get('verify', '?')}){extra}  cluster {alert.get('cluster', '?')}{by}"
     )
 
 

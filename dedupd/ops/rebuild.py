@@ -20,6 +20,10 @@ Every record and bucket key carries the index generation. A rebuild (:meth:`Rebu
 5. switches (compare-and-set: only this rebuild, only while the daemons are paused) and lifts the pause;
 6. waits until the daemons follow, then deletes the old generation's keys and its replay group.
 
+With ``alert_existing`` (a rebuild that lowers the threshold and only re-bands), step 4 also records, just
+before the switch, the alerts the new generation owes the documents indexed before it (generations.OwedAlerts:
+the old threshold and the last entry the daemons had been given); ops/existing_pairs.py writes them after.
+
 The daemons write only the serving generation; the rebuild alone writes the new one, in stream order, so
 per-document order holds in it as in the serving one. Interrupted anywhere, the index is never half
 switched: before step 5 the old generation serves and a rerun resumes (or ``--abort`` deletes the new
@@ -46,7 +50,7 @@ from dedupd.daemon.stream import as_text, ensure_group
 from dedupd.index.buckets import DocWrite
 from dedupd.index.docstate import sid
 from dedupd.index.gateway import RedisGateway
-from dedupd.index.generations import Generations, RebuildError, State
+from dedupd.index.generations import Generations, OwedAlerts, RebuildError, State
 from dedupd.index.keys import GROUP, REBUILD_GROUP, Keys
 from dedupd.index.record import decode_records
 from dedupd.server.connection import RedisClient
@@ -95,6 +99,7 @@ class Rebuild:
         source: Path | None = None,
         allow_missing: bool = False,
         wait_s: float = 60.0,
+        alert_existing: bool = False,
     ) -> None:
         self.client = client
         self.settings = settings
@@ -105,6 +110,7 @@ class Rebuild:
         self.source = source
         self.allow_missing = allow_missing
         self.wait_s = wait_s
+        self.alert_existing = alert_existing  # owe the alerts of the pairs a lower threshold makes (see run)
         self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._pausing: int | None = None  # the generation the daemons are paused for, while they are
         self._released = False  # the lease was given up (after the switch)
@@ -301,8 +307,14 @@ class Rebuild:
             self._pausing = state.next_gen
             try:
                 self.wait_for_daemons(lambda beat: beat.paused == state.next_gen, "pause")
-                self.catch_up(state, until=self._delivered())
+                delivered = self._delivered()
+                self.catch_up(state, until=delivered)
                 have, before = self.check_complete(state)
+                if (
+                    self.alert_existing
+                ):  # the daemons verify what comes after `delivered` at the new threshold
+                    owed = OwedAlerts(state.next_gen, state.spec.threshold, delivered)
+                    self.generations.owe_alerts(owed)
             except BaseException:
                 self._pausing = None
                 self.generations.pause(self.token, 1, state.next_gen)  # lift the pause at once

@@ -15,6 +15,7 @@ never a wrong alert, because candidates are verified). The S-curve is steepest n
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -255,8 +256,11 @@ def _pyplot() -> Any:
     return plt
 
 
-def plot(report: TuneReport, path: str | Path) -> Path:
-    """Write the S-curve (P(candidate) against Jaccard) as a PNG.
+def plot(
+    report: TuneReport, path: str | Path, histogram: Sequence[tuple[float, float, int]] | None = None
+) -> Path:
+    """Write the S-curve (P(candidate) against Jaccard) as a PNG; with ``histogram`` ((low, high, pairs)
+    per bin of similarity: ``dedupd tune --sample``), the sample's pairs as bars behind it.
 
     Raises:
         PlotUnavailableError: when matplotlib is not installed.
@@ -306,6 +310,8 @@ def plot(report: TuneReport, path: str | Path) -> Path:
             alpha=0.25,
             label=f"false-negative area {c.fn_area:.1e} (missed)",
         )
+        if histogram:
+            _bars(ax, histogram)
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1.02)
         ax.set_xlabel("Jaccard similarity of a pair")
@@ -323,3 +329,22 @@ def plot(report: TuneReport, path: str | Path) -> Path:
     finally:
         plt.close(fig)
     return out
+
+
+def _bars(ax: Any, histogram: Sequence[tuple[float, float, int]]) -> None:
+    """The sample's pairs per bin of similarity, as bars on a second axis behind the S-curve."""
+    bars = ax.twinx()
+    bars.bar(
+        [low for low, _, _ in histogram],
+        [n for _, _, n in histogram],
+        width=[high - low for low, high, _ in histogram],
+        align="edge",
+        color="tab:gray",
+        alpha=0.3,
+        edgecolor="tab:gray",
+        label="pairs of the sample per bin",
+    )
+    bars.set_ylabel("pairs of the sample (exact Jaccard)")
+    bars.set_zorder(ax.get_zorder() - 1)
+    ax.patch.set_visible(False)  # (the S-curve's axes in front of the bars)
+    bars.legend(loc="center left", fontsize=8, framealpha=0.9)
