@@ -24,10 +24,18 @@ local function ring_leave(x)
   if n == x then return end
   set_next(p, n); set_prev(n, p); set_next(x, x); set_prev(x, x)
 end
-local function flush_ring()
+local function flush_ring()  -- one HSET and one HDEL per 1,000 nodes (a flood's call joins hundreds)
+  local set, gone = {}, {}
   for x in pairs(ring_changed) do
     local l = ring[x]
-    if l[1] == x then redis.call('HDEL', RING, x) else redis.call('HSET', RING, x, l[1] .. ' ' .. l[2]) end
+    if l[1] == x then
+      gone[#gone + 1] = x
+    else
+      set[#set + 1] = x
+      set[#set + 1] = l[1] .. ' ' .. l[2]
+    end
   end
+  for i = 1, #set, 2000 do redis.call('HSET', RING, unpack(set, i, math.min(i + 1999, #set))) end
+  for i = 1, #gone, 1000 do redis.call('HDEL', RING, unpack(gone, i, math.min(i + 999, #gone))) end
   ring_changed = {}
 end
