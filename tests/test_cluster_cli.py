@@ -166,7 +166,7 @@ def test_delete_refuses_bad_arguments_before_pushing(run, r: redis.Redis) -> Non
         and "nothing was pushed" in res.stderr
     )
     res = run("delete", "ok", "")
-    assert res.exit_code == 2 and "an empty id" in res.stderr
+    assert res.exit_code == 2 and "the 'id' field is missing or empty" in res.stderr
     assert r.xlen(DOCS) == 0
 
 

@@ -12,17 +12,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from dedupd.ops.producer import BadLine, Item, checked, read_lines
+from dedupd.daemon.entries import check_id
+from dedupd.errors import InputError
+from dedupd.ops.producer import BadLine, Item, read_lines
 
 _BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark (an editor's, before the first line)
 
 
 def delete_entry(doc_id: str, max_id_bytes: int, no: int = 0) -> Item:
-    """The stream fields that delete ``doc_id``, or a BadLine (line ``no``) saying why they cannot be written:
-    an empty id, one longer than ``max_id_bytes``, or one UTF-8 cannot carry."""
-    if not doc_id:
-        return BadLine(no, "an empty id")
-    return checked({"id": doc_id, "op": "delete"}, no, max_id_bytes)
+    """The stream fields that delete ``doc_id``, or a BadLine (line ``no``) saying why the daemon would refuse
+    its id (:func:`dedupd.daemon.entries.check_id`: empty, longer than ``max_id_bytes``, not UTF-8)."""
+    try:
+        return {"id": check_id(doc_id, max_id_bytes), "op": "delete"}
+    except InputError as exc:
+        return BadLine(no, exc.detail)
 
 
 def id_lines(stream: BinaryIO, max_id_bytes: int, idle_s: float | None = None) -> Iterator[Item | None]:
