@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         ParameterMismatchError,
         RedisUnavailableError,
     )
+    from dedupd.index.cluster_page import ClusterPage, CursorError, NotIndexedError
     from dedupd.index.verdict import Match, Verdict
     from dedupd.similarity.spec import IndexSpec
 
@@ -35,6 +36,9 @@ __version__ = "0.1.0"
 
 _WHERE = {
     "Client": "dedupd.client",
+    "ClusterPage": "dedupd.index.cluster_page",
+    "CursorError": "dedupd.index.cluster_page",
+    "NotIndexedError": "dedupd.index.cluster_page",
     "ConfigError": "dedupd.errors",
     "DedupdError": "dedupd.errors",
     "DocumentError": "dedupd.errors",
@@ -48,12 +52,15 @@ _WHERE = {
 
 __all__ = [
     "Client",
+    "ClusterPage",
     "ConfigError",
+    "CursorError",
     "DedupdError",
     "DocumentError",
     "IndexSpec",
     "InputError",
     "Match",
+    "NotIndexedError",
     "ParameterMismatchError",
     "RedisUnavailableError",
     "Verdict",

@@ -2,7 +2,8 @@
 
 A program needs neither the CLI nor raw stream fields: :meth:`Client.push` and friends write the input
 stream, :meth:`Client.query` asks the live index whether a text is a near-duplicate without inserting it
-(no daemon needed), :meth:`Client.signature` gives a text's MinHash signature under the index's own
+(no daemon needed), :meth:`Client.cluster` lists the members of a document's cluster a page at a time,
+:meth:`Client.signature` gives a text's MinHash signature under the index's own
 parameters, and :meth:`Client.alerts` / :meth:`Client.dead_letters` iterate over the output streams.
 
 >>> from dedupd import Client
@@ -33,6 +34,7 @@ from dedupd.daemon.entries import (
     unsendable,
 )
 from dedupd.errors import DocumentError, InputError
+from dedupd.index.cluster_page import DEFAULT_LIMIT, ClusterPage, NotIndexedError
 from dedupd.index.gateway import RedisGateway
 from dedupd.index.generations import Generations
 from dedupd.index.keys import Keys
@@ -244,6 +246,38 @@ class Client:
             Verdict(i, tuple(Match(m.doc_id, m.similarity) for m in kept), cluster, gw.spec.verify, None, x)
             for i, (kept, cluster), x in zip(ids, cluster_of(gw, hits), indexed, strict=True)
         ]
+
+    def cluster(self, doc_id: str, *, limit: int = DEFAULT_LIMIT, cursor: str | None = None) -> ClusterPage:
+        """The members of ``doc_id``'s duplicate cluster, a page at a time (read only; a document without
+        near-duplicates is a cluster of one).
+
+        Args:
+            doc_id: an indexed document's id.
+            limit: the most members in the page (1 to 1,000); the work of a call is bounded by it.
+            cursor: the ``next`` of the page before (None: the first page).
+
+        Returns:
+            The page: ``cluster`` (its name, as alerts show it), ``members`` (the document itself first on
+            the first page), ``next`` (None on the last page), ``complete`` (False for a cluster that began
+            before dedupd kept members, in an index made by an earlier version: some may be missing).
+
+        Raises:
+            NotIndexedError: the document is not in the index (or there is no index yet). CursorError: the
+                member the page before stopped at was deleted meanwhile (list again). ConfigError: a limit
+                or cursor out of range.
+
+        >>> with Client.connect(redis_url, prefix="apidoc") as c:
+        ...     c.cluster("never-pushed")
+        Traceback (most recent call last):
+        dedupd.index.cluster_page.NotIndexedError: 'never-pushed' is not in the index...
+        """
+        gw = self._serving()
+        if gw is None:
+            raise NotIndexedError(
+                f"{doc_id!r} is not in the index: there is no index under the prefix {self.keys.prefix!r} yet "
+                "(start `dedupd serve` and push documents)"
+            )
+        return gw.cluster_page(doc_id, cursor, limit)
 
     def signature(self, text: str) -> npt.NDArray[np.uint32]:
         """The MinHash signature of ``text`` under the index's parameters (the settings' before any index).

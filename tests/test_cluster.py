@@ -367,3 +367,40 @@ def test_a_flood_on_the_cluster_is_bounded_as_on_a_single_redis(
     sizes = _bucket_sizes(rc)
     assert sizes == _bucket_sizes(r)
     assert sum(sizes) < 300 * 25 * 0.75, sum(sizes)  # the shared buckets keep a few of the cluster
+
+
+def test_the_members_of_a_cluster_are_listed_and_deleted_on_a_redis_cluster(
+    rc: Any, cluster: Cluster, tmp_path: Path
+) -> None:
+    """`dedupd cluster` on a Redis Cluster (its script in the ids' slot, the members' records read from their
+    nodes): every member once across pages; `dedupd delete` through the stream, then the rest."""
+    import json
+    import random
+
+    rng = random.Random(6)
+    base = text(rng, 80)
+    docs = [{"id": f"c{i}", "text": variant(rng, base, 1)} for i in range(60)]
+    _run(cluster.url, rc, docs, tmp_path, "members")
+    env = {**os.environ, "DEDUPD_REDIS_URL": cluster.url, "DEDUPD_REDIS_CLUSTER": "1"}
+
+    def listed(doc_id: str) -> list[str]:
+        out: list[str] = []
+        cursor: list[str] = []
+        while True:
+            args = [*DEDUPD, "cluster", doc_id, "--json", "--limit", "25", *cursor]
+            res = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+            assert res.returncode == 0, res.stderr
+            page = json.loads(res.stdout)
+            assert page["cluster"] == "c0" and page["complete"]
+            out += page["members"]
+            if page["next"] is None:
+                return out
+            cursor = ["--cursor", page["next"]]
+
+    assert sorted(listed("c7")) == sorted(d["id"] for d in docs)
+    res = subprocess.run(
+        [*DEDUPD, "delete", "c1", "c2", "c3"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert res.returncode == 0 and "pushed 3 deletes" in res.stderr, res.stderr
+    _run(cluster.url, rc, [], tmp_path, "deletes")
+    assert sorted(listed("c7")) == sorted(d["id"] for d in docs[4:] + docs[:1])

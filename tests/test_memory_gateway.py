@@ -103,7 +103,7 @@ class Index:
                 "seq": s.seq,
                 "tombstones": dict(s.tombstones),
                 "expiring": set(s.tombstone_expiry),
-                "uf": (dict(s.parent), dict(s.children), set(s.gone)),
+                "uf": (dict(s.parent), dict(s.children), set(s.gone), dict(s.ring)),
                 "streams": streams,
                 "seen": {k: set(v) for k, v in s.seen.items() if v},
                 "counters": dict(s.counters),
@@ -113,6 +113,9 @@ class Index:
         def ints(name: str) -> dict[int, int]:
             return {int(a): int(b) for a, b in r.hgetall(name).items()}
 
+        def rings(name: str) -> dict[int, tuple[int, int]]:
+            return {int(a): (int(b.split()[0]), int(b.split()[1])) for a, b in r.hgetall(name).items()}
+
         return {
             "records": {key.decode(): r.get(key) for key in r.scan_iter(match=k.doc_pattern_of(0))},
             "buckets": self.buckets(),
@@ -120,7 +123,7 @@ class Index:
             "seq": int(r.get(k.id_seq) or 0),
             "tombstones": {a.decode(): b.decode() for a, b in r.hgetall(k.tombstones).items()},
             "expiring": {a.decode() for a in r.zrange(k.tombstone_expiry, 0, -1)},
-            "uf": (ints(k.uf_parent), ints(k.uf_children), set(ints(k.uf_gone))),
+            "uf": (ints(k.uf_parent), ints(k.uf_children), set(ints(k.uf_gone)), rings(k.uf_ring)),
             "streams": {key.decode(): self.stream(key.decode()) for key in r.scan_iter(_type="STREAM")},
             "seen": {
                 key.decode(): {m.decode() for m in r.zrange(key, 0, -1)}
@@ -332,6 +335,42 @@ def case_changed_record(ix: Index) -> None:
     assert found == [None, None] and not hits.key.size and ix.snapshot() == before
 
 
+def case_cluster_members(ix: Index) -> None:
+    """A cluster's members, in pages of 2 from any member: each once; a deleted member (the first one
+    among them) no longer, the others under the name '#n'; two clusters merged by an update, as one; a
+    cursor whose member was deleted refused."""
+    from dedupd.index.cluster_page import CursorError
+
+    rng = random.Random(18)
+    a, b = text(rng), text(rng)
+    ix.run([{"id": f"a{i}", "text": variant(rng, a) if i else a} for i in range(5)])
+    ix.run([{"id": f"b{i}", "text": variant(rng, b) if i else b} for i in range(3)])
+
+    def listed(doc_id: str) -> tuple[list[str], set[str]]:
+        page = ix.gw.cluster_page(doc_id, None, 2)  # type: ignore[attr-defined]
+        got, names = list(page.members), {page.cluster}
+        while page.next is not None:
+            page = ix.gw.cluster_page(doc_id, page.next, 2)  # type: ignore[attr-defined]
+            got += page.members
+            names.add(page.cluster)
+        return got, names
+
+    assert [sorted(listed(f"a{i}")[0]) for i in range(5)] == [[f"a{i}" for i in range(5)]] * 5
+    first = ix.num("a0")
+    ix.run([{"id": "a0", "op": "delete"}, {"id": "a3", "op": "delete"}])
+    assert listed("a4") == (["a4", "a2", "a1"], {f"#{first}"})
+    ix.run([{"id": "b0", "text": variant(rng, a)}])  # b's first document joins a's cluster: b with it
+    got, names = listed("b2")
+    assert sorted(got) == ["a1", "a2", "a4", "b0", "b1", "b2"] and names == {f"#{first}"}
+    # a page stops before a member that links no other (b0 links b1 and b2: deleted, it would stay, walked)
+    k = next(k for k in range(1, len(got)) if got[k] != "b0")
+    stop = ix.gw.cluster_page("b2", None, k).next  # type: ignore[attr-defined]
+    assert stop == str(ix.num(got[k]))
+    ix.run([{"id": got[k], "op": "delete"}])
+    with pytest.raises(CursorError):
+        ix.gw.cluster_page("b2", stop, k)  # type: ignore[attr-defined]
+
+
 CASES: dict[str, Callable[[Index], None]] = {
     name.removeprefix("case_"): f for name, f in dict(globals()).items() if name.startswith("case_")
 }
@@ -345,7 +384,7 @@ def test_case(index: Index, case: str) -> None:
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_twin_holds_what_redis_holds(r: redis.Redis, case: str) -> None:
     """The same case on both: records (bytes), buckets (members in order), ids, tombstones, the union-find
-    (parents, children counts, gone nodes), every stream's entries, markers and counters all equal."""
+    (parents, children counts, gone nodes, rings), every stream's entries, markers and counters all equal."""
     twin, real = Index("memory", None), Index("redis", r)
     CASES[case](twin)
     CASES[case](real)

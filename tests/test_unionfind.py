@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 import redis
@@ -160,12 +161,36 @@ def _check_nodes(r: redis.Redis, live: list[int], deleted: set[int]) -> None:
     assert set(parents) | set(kids) <= set(live) | gone
 
 
+def _check_rings(r: redis.Redis, live: list[int], find: Callable[[int], int]) -> None:
+    """Each cluster's nodes (its remaining documents and the deleted ones that still link them) are one ring
+    (next and prev agree), in which nothing else is; a node alone has no entry."""
+    ring = {int(k): tuple(map(int, v.split())) for k, v in r.hgetall(K.uf_ring).items()}
+    nodes = set(live) | {int(k) for k in r.hkeys(K.uf_gone)}
+    clusters: dict[int, set[int]] = {}
+    for n in nodes:
+        clusters.setdefault(find(n), set()).add(n)
+    for members in clusters.values():
+        start = min(members)
+        if len(members) == 1:
+            assert start not in ring
+            continue
+        walked, at = [start], ring[start][0]
+        while at != start:
+            assert len(walked) <= len(members), "the ring is longer than its cluster"
+            walked.append(at)
+            at = ring[at][0]
+        assert sorted(walked) == sorted(members)
+        assert all(ring[ring[x][0]][1] == x for x in walked)
+    assert set(ring) <= nodes
+
+
 def test_random_unions_and_deletes_agree_with_a_union_find_that_keeps_every_node(
     r: redis.Redis, redis_url: str
 ) -> None:
     """Random unions (new documents, and older ones joining other clusters), deletes and redelivered deletes:
-    every remaining document has the root it would have had with nothing removed, the counts are exact, and
-    only remaining documents and deleted ones that still link others have nodes; at the end, none."""
+    every remaining document has the root it would have had with nothing removed, the counts are exact, only
+    remaining documents and deleted ones that still link others have nodes, and each cluster's nodes are its
+    ring; at the end, none."""
     gw = make_daemon(redis_url).gateway
     rng = random.Random(7)
     ref: dict[int, int] = {}
@@ -212,6 +237,7 @@ def test_random_unions_and_deletes_agree_with_a_union_find_that_keeps_every_node
             flush()
             assert gw.roots(live) == [find(x) for x in live]
             _check_nodes(r, live, deleted)
+            _check_rings(r, live, find)
     for n in live:
         gw.forget([(f"d{n}", n, "9999-0")])
     assert ids_slot(r) == {}

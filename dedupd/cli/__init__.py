@@ -1,7 +1,8 @@
 """The ``dedupd`` command line: the :func:`cli` group, its commands, and :func:`main`, the console script.
 
 Each family of commands lives in its own module (:mod:`~dedupd.cli.serve`, :mod:`~dedupd.cli.documents`,
-:mod:`~dedupd.cli.streams`, :mod:`~dedupd.cli.health`, :mod:`~dedupd.cli.index`; ``mine`` in
+:mod:`~dedupd.cli.streams`, :mod:`~dedupd.cli.health`, :mod:`~dedupd.cli.index`, :mod:`~dedupd.cli.clusters`,
+:mod:`~dedupd.cli.deletes`; ``mine`` in
 :mod:`dedupd.mining.cli`) and is added to the group here; :mod:`~dedupd.cli.common` holds what they share and
 :mod:`~dedupd.cli.failures` how they fail.
 """
@@ -15,6 +16,8 @@ import time
 import click
 
 from dedupd import __version__
+from dedupd.cli.clusters import cluster
+from dedupd.cli.deletes import delete
 from dedupd.cli.documents import push, query
 from dedupd.cli.failures import (
     EXIT_BROKEN_PIPE,
@@ -56,7 +59,7 @@ def cli() -> None:
     """
 
 
-for _command in (serve, push, query, alerts, dead, check, stats, tune, rebuild, mine):
+for _command in (serve, push, query, alerts, dead, check, stats, tune, rebuild, mine, cluster, delete):
     cli.add_command(_command)
 
 

@@ -20,7 +20,8 @@ import click
 
 from dedupd.cli.common import F, common_options, connect_to, plural, settings_from
 from dedupd.cli.failures import EXIT_INTERRUPTED, EXIT_RUNTIME
-from dedupd.errors import ConfigError, DedupdError
+from dedupd.cli.waiting import wait_for_daemons, wait_options
+from dedupd.errors import ConfigError
 from dedupd.index.keys import Keys
 from dedupd.ops.producer import FLUSH_S, FORMATS, BadLine, Item
 
@@ -121,8 +122,7 @@ def _documents(
 @click.command()
 @common_options
 @input_options
-@click.option("--wait/--no-wait", default=False, help="Wait until the daemons have processed everything.")
-@click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds --wait waits at most.")
+@wait_options
 @click.option(
     "--max-lag",
     type=click.IntRange(min=1),
@@ -171,10 +171,7 @@ def push(
             _interrupted(producer, bad)
     click.echo(f"pushed {plural(producer.pushed, 'document')} to {keys.docs}{bad.summary()}", err=True)
     if wait:
-        from dedupd.daemon.monitor import wait_drained
-
-        if not wait_drained(client, keys, timeout):
-            raise DedupdError(f"the daemons did not finish within {timeout:.0f}s; is `dedupd serve` running?")
+        wait_for_daemons(client, keys, timeout)
         click.echo("all pushed documents are processed", err=True)
     sys.exit(EXIT_RUNTIME if bad.count else 0)
 

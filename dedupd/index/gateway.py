@@ -36,6 +36,7 @@ from dedupd.index.buckets import (
     bucket_keys,
     bucket_ops,
 )
+from dedupd.index.cluster_page import ClusterPage, PageReply, checked_args, page_of, page_steps
 from dedupd.index.cluster_records import ClusterRecords
 from dedupd.index.docstate import DocState, states_of
 from dedupd.index.keys import Keys, Meta
@@ -89,7 +90,7 @@ def open_spec(
     else:
         spec.require_same(stored, keys.prefix)
     # the union-find counts children from here on: the ids given out before (an earlier version) stay uncounted
-    client.register_script(unionfind.SET_FLOOR)(keys=[keys.uf_floor, keys.id_seq])
+    client.register_script(unionfind.SET_FLOOR)(keys=[keys.uf_floor, keys.id_seq, keys.uf_ring_floor])
     return spec, int(gen or 0)
 
 
@@ -168,7 +169,8 @@ class RedisGateway:
         self.records = ClusterRecords(client, keys, generation)  # used on a Redis Cluster
         self._emit, self._union = reg(lua.EMIT_MANY), reg(unionfind.UNION_ROOTS)
         self._reply, self._roots, self._evict = reg(lua.REPLY), reg(unionfind.FIND_ROOTS), reg(lua.EVICT)
-        self._uf = [keys.uf_parent, keys.uf_children, keys.uf_gone, keys.uf_floor]
+        self._page = reg(unionfind.CLUSTER_PAGE)
+        self._uf = [keys.uf_parent, keys.uf_children, keys.uf_gone, keys.uf_floor, keys.uf_ring]
         self._shift = np.uint64(64 - spec.shard_bits)
         # The caches below are shared by the daemon's two threads (the main thread indexes a batch while the
         # worker thread verifies and finishes the one before). The bucket names (_key_table, _key_cache) take
@@ -478,6 +480,22 @@ class RedisGateway:
         out, done = unionfind.union_replies(groups, reply)
         self._known.learn_unions(done)
         return Unions(out, names)
+
+    def cluster_page(self, doc_id: str, cursor: str | None = None, limit: int = 100) -> ClusterPage:
+        """A page of the members of ``doc_id``'s cluster (cluster_page.py): one script call in the ids' slot
+        (unionfind.CLUSTER_PAGE), then the members' and the root's records, in one pipelined exchange.
+
+        Raises:
+            ConfigError: a bad limit or cursor. NotIndexedError: the document is not in the index.
+            CursorError: the cluster changed under the cursor.
+        """
+        at = checked_args(limit, cursor)
+        keys = [self.keys.uf_parent, self.keys.uf_ring, self.keys.uf_gone, self.keys.uf_ring_floor]
+        keys += [self.keys.id_seq, self.keys.id_forward]
+        reply = PageReply.of(self._page(keys=keys, args=[doc_id, at, limit, page_steps(limit)]))
+        wanted = list(dict.fromkeys([*reply.nums, reply.root])) if reply.state == 1 else []
+        stored = dict(zip(wanted, self._stored(wanted) if wanted else [], strict=True))
+        return page_of(doc_id, cursor is None, reply, stored)
 
     def cluster_names(self, roots: Sequence[int], known: Mapping[int, str]) -> list[str]:
         """A cluster is named by its root (oldest) document's id (from ``known``, else read); ``#n`` if that

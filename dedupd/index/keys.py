@@ -198,6 +198,18 @@ class Keys:
         the counts existed, by an earlier version of dedupd); their nodes are never removed."""
         return f"{self._ids_tag}:uf0"
 
+    @property
+    def uf_ring(self) -> str:
+        """Hash: integer id -> ``'<next> <prev>'``, its neighbours in the ring of its cluster's union-find
+        nodes (unionfind.py: a cluster's members, listed a page at a time); a node alone has no entry."""
+        return f"{self._ids_tag}:ufr"
+
+    @property
+    def uf_ring_floor(self) -> str:
+        """String: the highest integer id given out before the rings were kept (an index made by an earlier
+        version of dedupd); a cluster whose root is at most this may lack members in its ring."""
+        return f"{self._ids_tag}:ufr0"
+
     # --- per document and per band ---
     def doc(self, num: int, generation: int = 0) -> str:
         """One document's packed record (see record.py) in one index generation."""

@@ -108,6 +108,7 @@ LAYOUT: dict[str, Mapping[str, Value]] = {
     "union_roots": {},
     "forget_ids": {},
     "set_floor": {},
+    "cluster_page": {},
     # generations (generations.py)
     "rebuild_begin": _meta(*_REBUILD, Meta.LAST_GEN),
     "rebuild_renew": {},

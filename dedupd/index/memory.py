@@ -5,7 +5,7 @@ It implements the :class:`~dedupd.index.protocol.Gateway` protocol on plain dict
 server. Each method does what RedisGateway's does on a single Redis, with the script it calls replaced by its
 twin in memory_scripts.py: records and buckets written in calls of ``APPLY_CHUNK`` documents (lua.BUCKETS),
 each later call's reads without the batch's new documents of the calls before it; evictions (lua.EVICT);
-ids, tombstones and the union-find (lua.RESOLVE_IDS, unionfind.py); outputs once per input entry id
+ids, tombstones and the union-find with its rings (lua.RESOLVE_IDS, unionfind.py); outputs once per input entry id
 (lua.EMIT_MANY, lua.REPLY). The caches RedisGateway keeps in the process (record_cache.DecodedRecords,
 known_roots.KnownRoots) are kept the same way, so that the same batches give the same answers.
 
@@ -31,6 +31,7 @@ import numpy.typing as npt
 from dedupd.index import memory_scripts as scripts
 from dedupd.index import unionfind
 from dedupd.index.buckets import DocWrite, Evictions, Hits, bucket_keys, bucket_ops
+from dedupd.index.cluster_page import ClusterPage, PageReply, checked_args, page_of, page_steps
 from dedupd.index.docstate import DocState, states_of
 from dedupd.index.keys import Keys
 from dedupd.index.known_roots import KnownRoots
@@ -193,6 +194,13 @@ class MemoryGateway:
         found = scripts.find_roots(self.store, nums)
         self._known.learn_found(nums, found)
         return found
+
+    def cluster_page(self, doc_id: str, cursor: str | None = None, limit: int = 100) -> ClusterPage:
+        """A page of the members of ``doc_id``'s cluster (RedisGateway.cluster_page)."""
+        at = checked_args(limit, cursor)
+        reply = PageReply.of(scripts.cluster_page(self.store, doc_id, at, limit, page_steps(limit)))
+        stored = {n: self.store.records.get(self.record_key(n)) for n in [*reply.nums, reply.root]}
+        return page_of(doc_id, cursor is None, reply, stored)
 
     def cluster_names(self, roots: Sequence[int], known: Mapping[int, str]) -> list[str]:
         """Each cluster's name: its root document's id (from ``known``, else read), ``#n`` when it is gone."""

@@ -1,5 +1,6 @@
 """The index's server-side scripts in Python on plain dicts and lists: twins of lua.BUCKETS, lua.EVICT,
-lua.RESOLVE_IDS, lua.EMIT_MANY/REPLY and unionfind.UNION_ROOTS/FIND_ROOTS/FORGET_IDS, for index/memory.py.
+lua.RESOLVE_IDS, lua.EMIT_MANY/REPLY and unionfind.UNION_ROOTS/FIND_ROOTS/FORGET_IDS/CLUSTER_PAGE, for
+index/memory.py.
 
 :class:`MemoryStore` is what a Redis server of one index holds (each field names the key of keys.py it stands
 for); each function does to it what one call of its script does to Redis, step by step in the script's order
@@ -42,6 +43,8 @@ class MemoryStore:
     children: dict[int, int] = field(default_factory=dict)  # Keys.uf_children
     gone: set[int] = field(default_factory=set)  # Keys.uf_gone
     floor: int = 0  # Keys.uf_floor (unionfind.SET_FLOOR of a new index)
+    ring: dict[int, tuple[int, int]] = field(default_factory=dict)  # Keys.uf_ring: (next, prev)
+    ring_floor: int = 0  # Keys.uf_ring_floor (unionfind.SET_FLOOR of a new index)
     streams: dict[str, list[dict[bytes, bytes]]] = field(default_factory=dict)  # entries as XRANGE reads them
     seen: dict[str, dict[str, int]] = field(default_factory=dict)  # Keys.seen(stream): marker -> ms
     counters: dict[str, int] = field(default_factory=dict)  # Keys.counters
@@ -267,6 +270,7 @@ class UnionFind:
     def __init__(self, store: MemoryStore) -> None:
         self.s = store
         self.added: dict[int, int] = {}  # children counted by this call, not yet in store.children
+        self.ring: dict[int, list[int]] = {}  # ring links this call read or changed, not yet in store.ring
 
     def up(self, x: int) -> int:
         return self.s.parent.get(x, x)
@@ -295,6 +299,7 @@ class UnionFind:
                 return
             s.gone.discard(p)
             q = self.up(p)
+            self.ring_leave(p)
             if q == p:
                 return
             del s.parent[p]
@@ -323,10 +328,36 @@ class UnionFind:
             self.s.gone.add(n)
             return
         p = self.up(n)
+        self.ring_leave(n)
         if p == n:
             return
         del self.s.parent[n]
         self.lost_child(p)
+
+    def links(self, x: int) -> list[int]:
+        """x's next and previous node in its ring ([x, x] when it is alone), as this call has them."""
+        if x not in self.ring:
+            self.ring[x] = list(self.s.ring.get(x, (x, x)))
+        return self.ring[x]
+
+    def ring_join(self, a: int, b: int) -> None:
+        """Join the rings of a and b (_uf_ring.lua's ring_join)."""
+        an, bn = self.links(a)[0], self.links(b)[0]
+        self.links(a)[0], self.links(bn)[1], self.links(b)[0], self.links(an)[1] = bn, a, an, b
+
+    def ring_leave(self, x: int) -> None:
+        """Take x out of its ring."""
+        n, p = self.links(x)
+        if n != x:
+            self.links(p)[0], self.links(n)[1], self.links(x)[:] = n, p, [x, x]
+
+    def flush_ring(self) -> None:
+        for x, (n, p) in self.ring.items():
+            if n == x:
+                self.s.ring.pop(x, None)
+            else:
+                self.s.ring[x] = (n, p)
+        self.ring = {}
 
     def vanished(self, m: int, doc_id: str) -> bool:
         """A match deleted meanwhile, its node gone or never there: it joins nothing."""
@@ -354,8 +385,10 @@ def union_roots(store: MemoryStore, groups: Sequence[tuple[int, Sequence[tuple[i
                 a, b = uf.find(n), uf.find(r)
                 if a != b:
                     uf.set_parent(max(a, b), min(a, b))
+                    uf.ring_join(min(a, b), max(a, b))
         out += [uf.find(n), *roots, was]
     uf.flush_children()
+    uf.flush_ring()
     return out
 
 
@@ -376,4 +409,34 @@ def forget_ids(store: MemoryStore, deleted: Sequence[tuple[str, int, str]], now:
         store.tombstones.pop(doc_id, None)
         del store.tombstone_expiry[doc_id]
     uf.flush_children()
+    uf.flush_ring()
     return len(old)
+
+
+def cluster_page(store: MemoryStore, doc_id: str, at: str, limit: int, steps: int) -> list[int]:
+    """unionfind.CLUSTER_PAGE: [state, root, whole, next, members...] of one page (read only)."""
+    start = store.ids.get(doc_id)
+    if start is None:
+        return [0, 0, 0, 0]
+    root = _walk(store.parent, start)[0]
+    out = [1, root, int(root > store.ring_floor), 0]
+    if not at:
+        node = start
+    else:
+        node = int(at)
+        if node == start or start not in store.ring or node not in store.ring:
+            out[0] = 2
+            return out
+        if _walk(store.parent, node)[0] != root:
+            out[0] = 2
+            return out
+    for _ in range(steps):
+        if node not in store.gone:
+            out.append(node)
+        node = store.ring.get(node, (node, node))[0]
+        if node == start:
+            return out
+        if len(out) - 4 >= limit:
+            break
+    out[3] = node
+    return out

@@ -21,6 +21,19 @@ marked: 1 goes too. The hashes are as before the three documents came.
 Integer ids given out before the counts existed (an index made by an earlier version: up to
 :attr:`Keys.uf_floor`, set when the first daemon of this version opens it) are not counted: their nodes stay,
 as before. Every script touches the ``{<prefix>:ids}`` slot only.
+
+Members: the parent hash only points up, so a cluster's nodes are also kept in a ring, a circular list
+doubly linked through :attr:`Keys.uf_ring` (node -> ``'<next> <prev>'``; a node alone has no entry). A union
+of two clusters joins their rings (four links changed, whatever their sizes); a node that goes leaves its ring
+(two links), a deleted document's node that stays stays in it. So a cluster's ring holds exactly its nodes,
+and ``CLUSTER_PAGE`` lists its members a page at a time, walking the ring from the document asked about: a
+call's work is bounded by its page, never by the cluster. Cost: one hash field a node in a cluster of two or
+more (``'<next> <prev>'``: about 60 bytes, as its parent entry costs). A cluster whose root was given out
+before the rings were kept (up to :attr:`Keys.uf_ring_floor`, set as the other floor is) may lack the
+members that joined it before; the page says so. Rebuilds leave the union-find, rings included, as it is.
+
+Example: unions 2 -> 1, then 3 -> 1: the ring 1 -> 2 -> 1, then 1 -> 3 -> 2 -> 1 (``{1: '3 2', 3: '2 1',
+2: '1 3'}``). Delete 3: 1 -> 2 -> 1 again.
 """
 
 from __future__ import annotations
@@ -35,7 +48,8 @@ from dedupd.index.lua import load
 FIND_ROOTS = load("find_roots")  # the root of each id's cluster (read only)
 UNION_ROOTS = load("union_roots")  # union each document with its matches' clusters
 FORGET_IDS = load("forget_ids")  # deleted documents: their ids, their nodes, their tombstones
-SET_FLOOR = load("set_floor")  # the ids given out before the counts existed stay uncounted
+SET_FLOOR = load("set_floor")  # the ids given out before the counts (and the rings) existed stay uncounted
+CLUSTER_PAGE = load("cluster_page")  # a page of the members of a document's cluster (read only)
 
 
 def union_replies(

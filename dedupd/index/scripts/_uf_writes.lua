@@ -1,8 +1,10 @@
 -- _uf_writes (fragment): the helpers of the scripts that change the union-find (see unionfind.py): counted,
--- has_children, flush_children, lost_child, set_parent, find, forget_node. Uses the includer's locals UF, KIDS,
--- GONE, FLOOR (the parent, children, gone hashes and the floor: keys.uf_*). Reads no KEYS or ARGV.
+-- has_children, flush_children, lost_child, set_parent, find, forget_node, and the rings' (_uf_ring). Uses the
+-- includer's locals UF, KIDS, GONE, FLOOR, RING (the parent, children, gone hashes, the floor and the rings:
+-- keys.uf_*). Reads no KEYS or ARGV.
 local floor = tonumber(redis.call('GET', FLOOR) or '0')
 --#include _uf_parents
+--#include _uf_ring
 local function counted(x) return tonumber(x) > floor end
 -- children counted by this call, added to KIDS when a node loses one, else at the call's end (flush_children):
 -- a flood's copies all join one root, one HINCRBY a call instead of one a copy
@@ -24,6 +26,7 @@ local function lost_child(p)
     redis.call('HDEL', KIDS, p)
     if redis.call('HDEL', GONE, p) == 0 then return end  -- a live document's node: it stays
     local q = up(p)
+    ring_leave(p)
     if q == p then return end  -- a root: nothing points to it any more
     redis.call('HDEL', UF, p)
     parent[p] = p
@@ -52,6 +55,7 @@ local function forget_node(n)
     return
   end
   local p = up(n)
+  ring_leave(n)
   if p == n then return end
   redis.call('HDEL', UF, n)
   parent[n] = n

@@ -1,20 +1,23 @@
 -- forget_ids: deleted documents. Forgets id -> n (only if it still maps to n: a delete done twice changes
--- nothing the second time), then n's union-find node (see unionfind.py), and leaves a tombstone ('<the delete's
--- entry id> <n>') that expires after ttl ms; expired tombstones are removed, at most 256 a call.
+-- nothing the second time), then n's union-find node and its place in its cluster's ring (see unionfind.py),
+-- and leaves a tombstone ('<the delete's entry id> <n>') that expires after ttl ms; expired tombstones are
+-- removed, at most 256 a call.
 --
 -- KEYS[1] UF: the union-find parent hash (keys.uf_parent)
 -- KEYS[2] KIDS: the children counts (keys.uf_children)
 -- KEYS[3] GONE: the deleted documents' nodes that stay (keys.uf_gone)
 -- KEYS[4] FLOOR: the highest integer id whose children are not counted (keys.uf_floor)
--- KEYS[5] FWD: the id map, document id -> integer id (keys.id_forward)
--- KEYS[6] TOMB: the tombstones, document id -> '<version> <n>' (keys.tombstones)
--- KEYS[7] TOMBX: the tombstones' expiry, document id -> ms (keys.tombstone_expiry)
+-- KEYS[5] RING: the rings of the clusters' nodes (keys.uf_ring)
+-- KEYS[6] FWD: the id map, document id -> integer id (keys.id_forward)
+-- KEYS[7] TOMB: the tombstones, document id -> '<version> <n>' (keys.tombstones)
+-- KEYS[8] TOMBX: the tombstones' expiry, document id -> ms (keys.tombstone_expiry)
 -- ARGV[1] now: the time, ms since the epoch
 -- ARGV[2] ttl: how long a tombstone lives, in ms
 -- ARGV[3..] deleted: triples (id, n, the delete's entry id)
 --
 -- Returns how many expired tombstones were removed.
-local UF, KIDS, GONE, FLOOR, FWD, TOMB, TOMBX = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local UF, KIDS, GONE, FLOOR, RING = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local FWD, TOMB, TOMBX = KEYS[6], KEYS[7], KEYS[8]
 local now, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
 --#include _stream_id
 --#include _uf_writes
@@ -36,4 +39,5 @@ for _, id in ipairs(old) do
   redis.call('ZREM', TOMBX, id)
 end
 flush_children()
+flush_ring()
 return #old

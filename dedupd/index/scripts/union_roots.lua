@@ -8,12 +8,13 @@
 -- KEYS[2] KIDS: the children counts (keys.uf_children)
 -- KEYS[3] GONE: the deleted documents' nodes that stay (keys.uf_gone)
 -- KEYS[4] FLOOR: the highest integer id whose children are not counted (keys.uf_floor)
--- KEYS[5] FWD: the id map, document id -> integer id (keys.id_forward)
+-- KEYS[5] RING: the rings of the clusters' nodes (keys.uf_ring): two clusters merged, their rings are joined
+-- KEYS[6] FWD: the id map, document id -> integer id (keys.id_forward)
 -- ARGV[1..] groups: "n k m1 id1 .. mk idk": union n with the cluster of each match m (its document id id)
 --
 -- Returns per group: the root of n's cluster after the group, then the root each m had before it, then the
 -- root n had before it.
-local UF, KIDS, GONE, FLOOR, FWD = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local UF, KIDS, GONE, FLOOR, RING, FWD = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 --#include _uf_writes
 local function vanished(m, id)  -- (a node with a parent is there: no lookup)
   return up(m) == m and counted(m) and redis.call('HGET', FWD, id) ~= m and not has_children(m)
@@ -38,6 +39,7 @@ while i <= #ARGV do
       if a ~= b then
         if tonumber(a) > tonumber(b) then a, b = b, a end
         set_parent(b, a)
+        ring_join(a, b)
       end
     end
   end
@@ -47,4 +49,5 @@ while i <= #ARGV do
   i = i + 2 + 2 * k
 end
 flush_children()
+flush_ring()
 return out
