@@ -17,6 +17,7 @@ import click
 
 from dedupd import __version__
 from dedupd.cli.clusters import cluster
+from dedupd.cli.dedup import dedup
 from dedupd.cli.deletes import delete
 from dedupd.cli.documents import push, query
 from dedupd.cli.failures import (
@@ -59,7 +60,7 @@ def cli() -> None:
     """
 
 
-for _command in (serve, push, query, alerts, dead, check, stats, tune, rebuild, mine, cluster, delete):
+for _command in (serve, push, query, alerts, dead, check, stats, tune, rebuild, mine, cluster, delete, dedup):
     cli.add_command(_command)
 
 

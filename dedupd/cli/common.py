@@ -53,6 +53,39 @@ def common_options(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def similarity_options(func: F) -> F:
+    """The similarity settings as flags (``serve`` and ``dedup``; each also has a DEDUPD_* variable)."""
+    for option in reversed(
+        (
+            click.option("--shingle", help="word:K or char:K (DEDUPD_SHINGLE, default word:3)."),
+            click.option("--num-perm", type=int, help="MinHash length (DEDUPD_NUM_PERM, default 128)."),
+            click.option(
+                "--threshold",
+                type=float,
+                help="Jaccard threshold for an alert (DEDUPD_THRESHOLD, default 0.8).",
+            ),
+            click.option(
+                "--bands", type=int, help="Explicit LSH bands (with --rows); else chosen from the threshold."
+            ),
+            click.option("--rows", type=int, help="Explicit rows per band (with --bands)."),
+            click.option(
+                "--verify",
+                type=click.Choice(["signature", "exact"]),
+                help="Verify candidates by signature agreement or exact Jaccard (DEDUPD_VERIFY, default exact).",
+            ),
+            click.option("--seed", type=int, help="MinHash seed (DEDUPD_SEED, default 1)."),
+            click.option(
+                "--minhash", type=click.Choice(["oph", "classic"]), help="Signature scheme (DEDUPD_MINHASH)."
+            ),
+            click.option(
+                "--capacity", type=int, help="Expected index size; sizes the buckets (DEDUPD_CAPACITY)."
+            ),
+        )
+    ):
+        func = option(func)
+    return func
+
+
 def settings_from(**overrides: Any) -> Settings:
     """The settings for a command (flags over DEDUPD_* over the TOML file), with logging set up and the
     warnings about them (unknown DEDUPD_* variables) logged."""

@@ -2,7 +2,7 @@
 input stream or compared with the index.
 
 Both read FILE the same way (:func:`input_options`, the formats of :mod:`dedupd.ops.producer`) and report
-bad input the same way (:class:`_BadLines`).
+bad input the same way (:class:`BadLines`).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def input_options(func: F) -> F:
     return click.argument("file", type=click.Path(exists=True, allow_dash=True))(func)
 
 
-class _BadLines:
+class BadLines:
     """Reports bad input (``name:line: skipped: reason``), the first few one by one, and counts them."""
 
     def __init__(self, name: str, newline: str = "") -> None:
@@ -97,7 +97,7 @@ def _documents(
     if fmt == "files":
         raise ConfigError(f"--format files reads a directory; {file} is not one")
 
-    newline = "\n" if on_bytes is not None else ""  # a progress bar holds the line (as in _BadLines)
+    newline = "\n" if on_bytes is not None else ""  # a progress bar holds the line (as in BadLines)
 
     def warn(message: str) -> None:
         click.echo(f"{newline}dedupd: warning: {message}", err=True)
@@ -164,7 +164,7 @@ def push(
         client = connect_to(settings)
         keys = Keys(settings.prefix)
         producer = Producer(client, keys)
-        bad = _BadLines(name, "\n" if bar else "")
+        bad = BadLines(name, "\n" if bar else "")
         try:
             _push_all(docs, producer, bad, client, keys, max_lag)
         except KeyboardInterrupt:
@@ -176,7 +176,7 @@ def push(
     sys.exit(EXIT_RUNTIME if bad.count else 0)
 
 
-def _interrupted(producer: Any, bad: _BadLines) -> NoReturn:
+def _interrupted(producer: Any, bad: BadLines) -> NoReturn:
     """Ctrl-C during a push: send what was read (at most 100 ms of input), say how many, exit 130."""
     at_least = ""
     import redis
@@ -197,7 +197,7 @@ def _interrupted(producer: Any, bad: _BadLines) -> NoReturn:
 def _push_all(
     docs: Iterator[Item | None],
     producer: Any,
-    bad: _BadLines,
+    bad: BadLines,
     client: Any,
     keys: Keys,
     max_lag: int | None,
@@ -253,12 +253,12 @@ def query(file: str, fmt: str, id_prefix: str | None, as_json: bool, **opts: Any
     settings = settings_from(**opts)
     client = Client(connect_to(settings), settings)
     with _documents(file, fmt, id_prefix, settings, None) as (docs, name):
-        bad = _BadLines(name)
+        bad = BadLines(name)
         _query_all(client, docs, bad, as_json)
     sys.exit(EXIT_RUNTIME if bad.count else 0)
 
 
-def _query_all(client: Any, docs: Iterator[Item | None], bad: _BadLines, as_json: bool) -> None:
+def _query_all(client: Any, docs: Iterator[Item | None], bad: BadLines, as_json: bool) -> None:
     """Verdicts in batches of up to 64 documents, a batch as soon as the input pauses."""
     batch: list[tuple[str | None, str]] = []
     seen = 0

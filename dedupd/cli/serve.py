@@ -10,27 +10,13 @@ from typing import Any
 
 import click
 
-from dedupd.cli.common import common_options, settings_from
+from dedupd.cli.common import common_options, settings_from, similarity_options
 
 
 @click.command()
 @common_options
 @click.option("--consumer", help="Consumer name in the group (DEDUPD_CONSUMER; default unique per process).")
-@click.option("--shingle", help="word:K or char:K (DEDUPD_SHINGLE, default word:3).")
-@click.option("--num-perm", type=int, help="MinHash length (DEDUPD_NUM_PERM, default 128).")
-@click.option(
-    "--threshold", type=float, help="Jaccard threshold for an alert (DEDUPD_THRESHOLD, default 0.8)."
-)
-@click.option("--bands", type=int, help="Explicit LSH bands (with --rows); else chosen from the threshold.")
-@click.option("--rows", type=int, help="Explicit rows per band (with --bands).")
-@click.option(
-    "--verify",
-    type=click.Choice(["signature", "exact"]),
-    help="Verify candidates by signature agreement or exact Jaccard (DEDUPD_VERIFY, default exact).",
-)
-@click.option("--seed", type=int, help="MinHash seed (DEDUPD_SEED, default 1).")
-@click.option("--minhash", type=click.Choice(["oph", "classic"]), help="Signature scheme (DEDUPD_MINHASH).")
-@click.option("--capacity", type=int, help="Expected index size; sizes the buckets (DEDUPD_CAPACITY).")
+@similarity_options
 @click.option("--batch-size", type=int, help="Entries per read (DEDUPD_BATCH_SIZE).")
 @click.option("--block-ms", type=int, help="Blocking read timeout in ms (DEDUPD_BLOCK_MS).")
 @click.option("--log-json/--no-log-json", default=None, help="JSON log lines (DEDUPD_LOG_JSON).")

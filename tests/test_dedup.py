@@ -1,0 +1,307 @@
+"""`dedupd dedup FILE`: the near-duplicates of a file removed on a private Redis, checked against the exact
+truth (brute-force Jaccard on word 3-shingles, scripts/oracle.py).
+
+The command runs in process (click's CliRunner) unless the test needs a real process (standard input as a
+pipe, the temporary directory of the environment).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from click.testing import CliRunner, Result
+
+import dedupd.ops.dedup as dedup_module
+from dedupd.cli import cli
+from dedupd.ops.inprocess import InProcessEngine
+
+_PATH = Path(__file__).resolve().parent.parent / "scripts" / "oracle.py"
+_spec = importlib.util.spec_from_file_location("dedupd_scripts_oracle", _PATH)
+assert _spec is not None and _spec.loader is not None
+oracle = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = oracle
+_spec.loader.exec_module(oracle)
+
+DEDUPD = [sys.executable, "-m", "dedupd"]
+WORDS = [f"w{i}" for i in range(3000)]  # distinct words: shingles repeat only where planted
+
+
+# ----- the truth -----
+def components(texts: list[str], threshold: float = 0.8) -> list[list[int]]:
+    """The connected components (document indices, ascending) of the exact Jaccard >= threshold graph."""
+    pairs = oracle.naive_pairs(oracle.shingle_sets(texts, "word:3"), threshold)
+    parent = list(range(len(texts)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, j in pairs:
+        parent[max(find(i), find(j))] = min(find(i), find(j))
+    groups: dict[int, list[int]] = {}
+    for i in range(len(texts)):
+        groups.setdefault(find(i), []).append(i)
+    return sorted(groups.values())
+
+
+def planted(rng: random.Random, bases: int = 20, copies: int = 4, longer: bool = False) -> list[str]:
+    """Texts of 40 distinct words with near-copies (a word or two replaced, or with ``longer`` one or two
+    words added at the end), shuffled: the first of a family is not always its base."""
+    texts = []
+    for _ in range(bases):
+        base = rng.sample(WORDS, 40)
+        texts.append(" ".join(base))
+        for _ in range(rng.randint(0, copies)):
+            words = list(base)
+            if longer:
+                words += rng.sample(WORDS, rng.randint(1, 2))
+            else:
+                for _ in range(rng.randint(0, 2)):
+                    words[rng.randrange(len(words))] = rng.choice(WORDS)
+            texts.append(" ".join(words))
+    rng.shuffle(texts)
+    return texts
+
+
+def write_jsonl(path: Path, texts: list[str], ids: list[str] | None = None) -> list[str]:
+    """One JSON line per text (ids d0, d1, ... unless given); returns the lines."""
+    ids = ids or [f"d{i}" for i in range(len(texts))]
+    lines = [json.dumps({"id": i, "text": t}) for i, t in zip(ids, texts, strict=True)]
+    path.write_text("".join(line + "\n" for line in lines))
+    return lines
+
+
+@pytest.fixture
+def run() -> Iterator[Any]:
+    def invoke(*args: str, input: bytes | None = None) -> Result:
+        return CliRunner().invoke(cli, ["dedup", *args], input=input, catch_exceptions=False)
+
+    yield invoke
+
+
+# ----- what is kept -----
+def test_keeps_the_first_document_of_each_true_component(run: Any, tmp_path: Path) -> None:
+    """JSONL: the output is exactly the first line of each exact-Jaccard component, in file order."""
+    texts = planted(random.Random(7))
+    src = tmp_path / "docs.jsonl"
+    lines = write_jsonl(src, texts)
+    truth = components(texts)
+    assert len(truth) <= len(texts) - 8  # near-copies were planted
+    res = run(str(src))
+    assert res.exit_code == 0, res.output
+    firsts = sorted(c[0] for c in truth)
+    assert res.stdout.splitlines() == [lines[i] for i in firsts]
+    dropped = len(texts) - len(truth)
+    clusters = sum(1 for c in truth if len(c) > 1)
+    expected = f"{len(texts)} documents, {len(truth)} kept, {dropped} dropped in {clusters} clusters, "
+    assert res.stderr.startswith(expected), res.stderr
+
+
+def test_keep_longest_keeps_the_longest_text_of_each_component(run: Any, tmp_path: Path) -> None:
+    texts = planted(random.Random(11), longer=True)
+    src = tmp_path / "docs.jsonl"
+    lines = write_jsonl(src, texts)
+    truth = components(texts)
+    res = run(str(src), "--keep", "longest", "-o", str(tmp_path / "out.jsonl"))
+    assert res.exit_code == 0, res.output
+    longest = sorted(max(c, key=lambda i: (len(texts[i]), -i)) for c in truth)
+    assert any(c[0] not in longest for c in truth)  # not the same as --keep first
+    assert (tmp_path / "out.jsonl").read_text().splitlines() == [lines[i] for i in longest]
+    assert res.stdout == ""
+
+
+def test_clusters_file_names_every_component_of_two_or_more(run: Any, tmp_path: Path) -> None:
+    texts = planted(random.Random(3))
+    src = tmp_path / "docs.jsonl"
+    write_jsonl(src, texts)
+    truth = components(texts)
+    res = run(str(src), "-o", str(tmp_path / "out.jsonl"), "--clusters", str(tmp_path / "clusters.jsonl"))
+    assert res.exit_code == 0, res.output
+    got = [json.loads(line) for line in (tmp_path / "clusters.jsonl").read_text().splitlines()]
+    want = [
+        {"cluster": f"d{c[0]}", "kept": f"d{c[0]}", "members": [f"d{i}" for i in c]}
+        for c in truth
+        if len(c) > 1
+    ]
+    assert got == want
+
+
+def test_a_hub_that_merges_two_clusters_keeps_one_document(run: Any, tmp_path: Path) -> None:
+    """A and B are not near each other (two clusters when B comes); H, later, is near both and merges them:
+    only A is kept (B got no alert when it came, yet it is a duplicate in the end)."""
+    hub = random.Random(5).sample(WORDS, 100)
+    a, b = list(hub), list(hub)
+    for at in (10, 20, 30):  # three isolated words each: J(A, H) = J(B, H) = 89/107, J(A, B) = 80/116
+        a[at] = f"a{at}"
+    for at in (60, 70, 80):
+        b[at] = f"b{at}"
+    other = " ".join(random.Random(6).sample(WORDS, 50))
+    texts = [" ".join(a), other, " ".join(b), " ".join(hub)]
+    assert components(texts) == [[0, 2, 3], [1]]  # (A and B alone are two)
+    assert components(texts[:3]) == [[0], [1], [2]]
+    src = tmp_path / "hub.txt"
+    src.write_text("".join(t + "\n" for t in texts))
+    res = run(str(src), "--format", "text", "--clusters", str(tmp_path / "c.jsonl"))
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines() == [texts[0], texts[1]]
+    assert json.loads((tmp_path / "c.jsonl").read_text()) == {
+        "cluster": "hub.txt:1",
+        "kept": "hub.txt:1",
+        "members": ["hub.txt:1", "hub.txt:3", "hub.txt:4"],
+    }
+
+
+def test_plain_text_from_standard_input(run: Any) -> None:
+    """`-` reads standard input (kept in a copy for the second pass); ids are stdin:LINE."""
+    texts = planted(random.Random(9), bases=8)
+    truth = components(texts)
+    data = "".join(t + "\n" for t in texts).encode()
+    res = run("-", "--format", "text", "--clusters", "-", "-o", os.devnull, input=data)
+    assert res.exit_code == 0, res.output
+    got = [json.loads(line) for line in res.stdout.splitlines()]
+    assert [c["members"] for c in got] == [[f"stdin:{i + 1}" for i in c] for c in truth if len(c) > 1]
+
+
+def test_standard_input_through_a_real_pipe(tmp_path: Path) -> None:
+    """The console script with a pipe for stdin: lines kept byte for byte (CRLF, no final line break)."""
+    text = " ".join(WORDS[:30])
+    data = (text + "\r\n" + text + "\r\nanother line\r\nthe last one, unterminated").encode()
+    proc = subprocess.run(
+        [*DEDUPD, "dedup", "-", "--format", "text"], input=data, capture_output=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == (text + "\r\nanother line\r\nthe last one, unterminated\n").encode()
+    assert proc.stderr.decode().startswith("4 documents, 3 kept, 1 dropped in 1 cluster, ")
+
+
+def test_repeated_ids_are_documents_each(run: Any, tmp_path: Path) -> None:
+    """Two lines with one id are two documents: an exact repeat is dropped, a different text kept."""
+    src = tmp_path / "rep.jsonl"
+    t1, t2 = " ".join(WORDS[:30]), " ".join(WORDS[100:130])
+    lines = write_jsonl(src, [t1, t1, t2], ids=["x", "x", "x"])
+    res = run(str(src))
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines() == [lines[0], lines[2]]
+
+
+# ----- what is left alone -----
+def test_private_redis_in_a_temporary_directory_removed_afterwards(
+    run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_url: str, r: redis.Redis
+) -> None:
+    """The private server lives in a directory of the temporary directory, gone after the run; neither
+    DEDUPD_DATA_DIR (the embedded Redis's) nor the server of DEDUPD_REDIS_URL is touched."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    monkeypatch.setenv("DEDUPD_REDIS_URL", redis_url)
+    data_dir = Path(os.environ["DEDUPD_DATA_DIR"])
+    used: list[Path] = []
+    real = dedup_module.private_redis
+
+    def spied():  # type: ignore[no-untyped-def]
+        with real() as server:
+            used.append(server.workdir)
+            assert server.workdir.parent == tmp and server.socket.exists()
+            yield server
+
+    monkeypatch.setattr(dedup_module, "private_redis", __import__("contextlib").contextmanager(spied))
+    src = tmp_path / "docs.jsonl"
+    write_jsonl(src, planted(random.Random(1), bases=5))
+    assert list(tmp.iterdir()) == []
+    res = run(str(src), "-o", str(tmp_path / "out.jsonl"))
+    assert res.exit_code == 0, res.output
+    assert len(used) == 1
+    assert list(tmp.iterdir()) == []
+    assert not data_dir.exists()
+    assert r.dbsize() == 0
+
+
+def test_an_interrupted_run_leaves_nothing_behind(
+    run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while the engine works: exit 130, the output file as it was, the temporary directory and
+    the private server gone."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    servers: list[int] = []
+
+    def interrupted(self: InProcessEngine, texts: list[str]) -> None:
+        servers.append(int(self.client.info("server")["process_id"]))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(InProcessEngine, "add", interrupted)
+    src = tmp_path / "docs.txt"
+    src.write_text("one document\nanother one\n")
+    out = tmp_path / "out.txt"
+    out.write_text("before\n")
+    res = CliRunner().invoke(cli, ["dedup", str(src), "-o", str(out)])
+    assert res.exit_code == 130, res.output
+    assert out.read_text() == "before\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.txt", "out.txt", "tmp"]
+    assert list(tmp.iterdir()) == []
+    with pytest.raises(ProcessLookupError):
+        os.kill(servers[0], 0)
+
+
+def test_output_may_replace_the_input_file(run: Any, tmp_path: Path) -> None:
+    src = tmp_path / "docs.txt"
+    src.write_text("alpha beta gamma delta\nalpha beta gamma delta\nsomething else\n")
+    res = run(str(src), "-o", str(src))
+    assert res.exit_code == 0, res.output
+    assert src.read_text() == "alpha beta gamma delta\nsomething else\n"
+
+
+# ----- bad input -----
+def test_bad_lines_are_reported_left_out_and_exit_1(run: Any, tmp_path: Path) -> None:
+    src = tmp_path / "mixed.jsonl"
+    t = " ".join(WORDS[:20])
+    src.write_bytes(
+        (
+            f'{{"id": "a", "text": "{t}"}}\n'
+            "{broken\n"
+            '{"id": "b"}\n'
+            '{"id": "c", "op": "delete"}\n'
+            f'{{"id": "d", "text": "{t}"}}\n'
+        ).encode()
+        + b"\xff\xfe not utf-8\n"
+        + b"plain text, kept\n"
+    )
+    res = run(str(src))
+    assert res.exit_code == 1
+    assert res.stdout.splitlines() == [f'{{"id": "a", "text": "{t}"}}', "plain text, kept"]
+    err = res.stderr
+    for line in (2, 3, 4, 6):
+        assert f"mixed.jsonl:{line}: skipped: " in err, err
+    assert "no 'text' field" in err and "op 'delete'" in err
+    assert err.splitlines()[-1].startswith("3 documents, 2 kept, 1 dropped in 1 cluster, ")
+    assert err.splitlines()[-1].endswith("; skipped 4 bad lines")
+
+
+def test_a_json_array_is_refused_with_exit_2(run: Any, tmp_path: Path) -> None:
+    src = tmp_path / "arr.json"
+    src.write_text('[{"id": "a", "text": "t"}]\n')
+    res = run(str(src))
+    assert res.exit_code == 2
+    assert res.stderr.count("\n") == 1 and "dedupd: error: arr.json starts with '['" in res.stderr
+    assert "jq -c" in res.stderr
+
+
+def test_help_explains_the_command(run: Any) -> None:
+    res = run("--help")
+    assert res.exit_code == 0
+    for words in ("--keep", "--clusters", "private Redis", "--threshold", "--shingle", "exits 1"):
+        assert words in res.output
