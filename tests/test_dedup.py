@@ -291,6 +291,22 @@ def test_bad_lines_are_reported_left_out_and_exit_1(run: Any, tmp_path: Path) ->
     assert err.splitlines()[-1].endswith("; skipped 4 bad lines")
 
 
+def test_a_text_over_the_daemons_bounds_is_a_bad_line(
+    run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine refuses a text larger than max_doc_bytes, as the daemon dead-letters it: reported with
+    its line number, left out, exit 1; the documents after it go on (in a batch of their own too)."""
+    monkeypatch.setenv("DEDUPD_MAX_DOC_BYTES", "1000")
+    t = " ".join(WORDS[:30])
+    src = tmp_path / "big.txt"
+    src.write_text(f"{t}\n{'x' * 1500}\n{t}\nsmall\n")
+    res = run(str(src), "--format", "text", "--batch-size", "2")
+    assert res.exit_code == 1
+    assert res.stdout.splitlines() == [t, "small"]
+    assert "big.txt:2: skipped: too_large: field 'text' has 1500 bytes" in res.stderr
+    assert res.stderr.splitlines()[-1].startswith("3 documents, 2 kept, 1 dropped in 1 cluster, ")
+
+
 def test_a_json_array_is_refused_with_exit_2(run: Any, tmp_path: Path) -> None:
     src = tmp_path / "arr.json"
     src.write_text('[{"id": "a", "text": "t"}]\n')

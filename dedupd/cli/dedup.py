@@ -96,7 +96,7 @@ def _file_mode(target: Path) -> int:
 @click.option(
     "--batch-size",
     type=click.IntRange(1, 10_000),
-    help="Documents per batch of the engine (DEDUPD_BATCH_SIZE).",
+    help="Documents per batch of the engine (DEDUPD_BATCH_SIZE; default 1000 here).",
 )
 @click.option(
     "--config",

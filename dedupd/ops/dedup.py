@@ -34,9 +34,8 @@ from typing import BinaryIO, TextIO
 import numpy as np
 import numpy.typing as npt
 
-from dedupd.daemon.entries import parse_entry
-from dedupd.errors import ConfigError, InputError
-from dedupd.ops.inprocess import InProcessEngine
+from dedupd.errors import ConfigError
+from dedupd.ops.inprocess import InProcessEngine, Refused
 from dedupd.ops.producer import BadLine, detect_format, parse_line, read_lines
 from dedupd.server.connection import connect
 from dedupd.server.private import private_redis
@@ -44,6 +43,9 @@ from dedupd.settings import Settings
 
 KEEPS = ("first", "longest")
 FORMATS = ("auto", "jsonl", "text")
+# documents per batch of the engine unless batch_size is set: the daemon reads 256 entries at a time (a
+# latency it keeps low); a whole file is done in fewer round trips with larger batches
+BATCH_SIZE = 1000
 I64Array = npt.NDArray[np.int64]
 
 
@@ -208,8 +210,8 @@ def dedup(
                 "baskets": "none",
             }
         )
-        engine = InProcessEngine(connect(private, retry_for_s=5), private)
         with contextlib.ExitStack() as stack:
+            engine = stack.enter_context(InProcessEngine(connect(private, retry_for_s=5), private))
             if isinstance(source, Path):
                 stream: BinaryIO = stack.enter_context(source.open("rb"))
                 again = source
@@ -218,7 +220,7 @@ def dedup(
             spool = None if isinstance(source, Path) else stack.enter_context(again.open("wb"))
             lines = _read(stream, spool, on_bytes)
             _index(engine, _documents(lines, fmt, prefix, name, private, report, warn), docs, report)
-        labels = engine.clusters()
+            labels = engine.clusters()
         lengths = np.frombuffer(docs.lengths, dtype=np.int64) if docs.lengths else np.zeros(0, np.int64)
         kept = kept_documents(labels, lengths, keep)
         line_nos = np.frombuffer(docs.lines, dtype=np.int64) if docs.lines else np.zeros(0, np.int64)
@@ -267,7 +269,7 @@ def _documents(
         item = parse_line(raw, no, fmt, prefix, max_id_bytes=settings.max_id_bytes)
         if item is None:
             continue
-        problem = item if isinstance(item, BadLine) else _refusal(item, no, settings)
+        problem = item if isinstance(item, BadLine) else _refusal(item, no)
         if problem is not None:
             report(problem)
             continue
@@ -288,8 +290,9 @@ def _look_at_first(first: bytes, name: str, warn: Callable[[str], None] | None) 
         warn(detected.warning)
 
 
-def _refusal(fields: dict[str, str], no: int, settings: Settings) -> BadLine | None:
-    """Why a parsed line is no document to compare (the daemon's checks of an upsert), or None."""
+def _refusal(fields: dict[str, str], no: int) -> BadLine | None:
+    """Why a parsed line is no document to compare, or None (the engine refuses a text over the daemon's
+    size bounds itself: :class:`~dedupd.ops.inprocess.Refused`)."""
     op = fields.get("op", "upsert")
     if op.strip().lower() != "upsert":
         return BadLine(
@@ -297,18 +300,6 @@ def _refusal(fields: dict[str, str], no: int, settings: Settings) -> BadLine | N
         )
     if "text" not in fields:
         return BadLine(no, "no 'text' field: a JSONL line needs one")
-    entry = {b"id": b"0", b"text": fields["text"].encode("utf-8")}
-    try:
-        parse_entry(
-            "0-1",
-            entry,
-            settings.max_doc_bytes,
-            settings.max_id_bytes,
-            settings.max_entry_bytes,
-            settings.max_normalized_bytes,
-        )
-    except InputError as exc:
-        return BadLine(no, exc.detail)
     return None
 
 
@@ -318,26 +309,32 @@ def _index(
     docs: _Documents,
     report: Callable[[BadLine], None],
 ) -> None:
-    """Give the documents to the engine in batches of ``batch_size`` (or ``batch_max_bytes`` of text)."""
-    size, max_bytes = engine.settings.batch_size, engine.settings.batch_max_bytes
+    """Give the documents to the engine in batches of ``batch_size`` (:data:`BATCH_SIZE` unless it is set)
+    or ``batch_max_bytes`` of text."""
+    s = engine.settings
+    size = s.batch_size if "batch_size" in s.model_fields_set else BATCH_SIZE
     texts: list[str] = []
     held = 0
 
     def flush() -> None:
         nonlocal held
-        for refused in engine.add(texts):
-            report(BadLine(docs.lines[refused.index], f"{refused.code}: {refused.detail}"))
+        refuse(engine.add(texts))
         texts.clear()
         held = 0
+
+    def refuse(refused: list[Refused]) -> None:
+        for r in refused:
+            report(BadLine(docs.lines[r.index], f"{r.code}: {r.detail}"))
 
     for no, doc_id, text in documents:
         docs.add(no, doc_id, text)
         texts.append(text)
         held += len(text)
-        if len(texts) >= size or held >= max_bytes:
+        if len(texts) >= size or held >= s.batch_max_bytes:
             flush()
     if texts:
         flush()
+    refuse(engine.settle())
 
 
 def _write_lines(source: Path, line_nos: I64Array, output: BinaryIO) -> None:

@@ -3,9 +3,12 @@ the end the final cluster of each (``dedupd dedup``).
 
 Documents go straight to the daemon's processor (dedupd/daemon/processor.py), in batches, without the
 input stream: document ``i`` (0-based, in the order given) is the upsert of the id ``str(i)`` by the entry
-``0-(i+1)``, the way ``dedupd rebuild --from FILE`` replays a file. A batch is one call of the processor,
-which finds the duplicates inside it as the daemon does; its verification, unions and alerts are written
-before the next batch starts, so every document sees all the documents before it.
+``0-(i+1)``, the way ``dedupd rebuild --from FILE`` replays a file. The batches overlap as the daemon's do
+(daemon/loop.py, ``overlap_batches``): a batch is fingerprinted and indexed (``Processor.start``) while a
+second thread verifies the batch before it and writes its unions and alerts (``Processor.finish``), and it
+writes its buckets only once that batch's evictions are written (daemon/handoff.py), so every document
+sees the documents before it as one batch at a time would show them. The processor finds the duplicates
+inside a batch.
 
 The clusters are read once every document is in (:meth:`InProcessEngine.clusters`): a later document can
 merge two clusters (a hub near both), so whether a document is a duplicate is decided by the cluster it
@@ -18,13 +21,16 @@ engine gives the documents ids of its own.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from dedupd.daemon.batch import RawEntry
+from dedupd.daemon.batch import BatchResult, RawEntry, Started
+from dedupd.daemon.handoff import Handoff
 from dedupd.daemon.processor import Processor
 from dedupd.daemon.stream import as_text
 from dedupd.index.gateway import RedisGateway, open_spec
@@ -46,7 +52,8 @@ class Refused:
 
 
 class InProcessEngine:
-    """The daemon's processor on one empty index (see the module docstring).
+    """The daemon's processor on one empty index (see the module docstring); a context manager that waits
+    for the last batch and stops its thread on the way out.
 
     Args:
         client: a client of the server holding the index (nothing else may use that index).
@@ -64,16 +71,55 @@ class InProcessEngine:
         self.added = 0  # documents given so far
         self.refused: list[Refused] = []
         self._dead_seen = "0-0"  # the last dead letter read
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="dedupd-finish")
+        self._in_hand: tuple[Future[BatchResult], Handoff] | None = None  # the batch being finished
+
+    def __enter__(self) -> InProcessEngine:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            if kind is None:
+                self.settle()
+        finally:
+            self._worker.shutdown(wait=True, cancel_futures=True)
 
     def add(self, texts: Sequence[str]) -> list[Refused]:
-        """Process the next documents, in order, as one batch of the daemon; returns those it refused."""
+        """Start the next documents, in order, as one batch of the daemon, and finish the batch before them;
+        returns the documents refused so far that were not returned yet."""
         first = self.added
         raw: list[RawEntry] = [
             (f"0-{first + k + 1}", {b"id": str(first + k).encode(), b"text": t.encode("utf-8")})
             for k, t in enumerate(texts)
         ]
         self.added += len(raw)
-        result = self.processor.process(raw)
+        try:
+            started = self.processor.start(raw, None, self._in_hand[1] if self._in_hand else None)
+        except BaseException:
+            self.settle()  # (its error, if it has one, says more)
+            raise
+        refused = self.settle()
+        if not started.single:  # its later runs are indexed in finish(): not beside the next batch
+            return refused + self._refused(self.processor.finish(started))
+        handoff = Handoff()
+        self._in_hand = (self._worker.submit(self._finish, started, handoff), handoff)
+        return refused
+
+    def _finish(self, started: Started, handoff: Handoff) -> BatchResult:
+        """The second thread's job: finish a batch, and let the next one go however that ends."""
+        try:
+            return self.processor.finish(started, handoff)
+        finally:
+            handoff.release()
+
+    def settle(self) -> list[Refused]:
+        """Wait until the batch in hand is finished; the documents it refused."""
+        hand, self._in_hand = self._in_hand, None
+        return [] if hand is None else self._refused(hand[0].result())
+
+    def _refused(self, result: BatchResult) -> list[Refused]:
         refused = self._dead_letters() if result.dead else []
         self.refused += refused
         return refused
@@ -95,6 +141,7 @@ class InProcessEngine:
 
         Read from the union-find once every document is in: the clusters as the last unions left them.
         """
+        self.settle()
         n = self.added
         label = np.full(n, -1, dtype=np.int64)
         if not n:
