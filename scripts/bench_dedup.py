@@ -20,9 +20,15 @@ command is faster; the bar is 0.8. The last line is one JSON object with every f
 Similarity settings go to both through the environment (``--env DEDUPD_THRESHOLD=0.9``); by default
 ``word:3`` and 0.8.
 
+``--check`` first runs ``dedupd dedup`` once more and checks what it kept against the exact truth
+(``scripts/oracle.py``: every pair at or above the threshold by brute force, and the connected components
+of those pairs): every component keeps at least one document, at most 0.1 % of the components keep two
+or more, and every kept pair that is a true duplicate pair lies in one of those. The corpus must be JSONL
+with distinct ids (the oracle reads one document per id).
+
 Example::
 
-    .venv/bin/python scripts/bench_dedup.py data/debian.jsonl
+    .venv/bin/python scripts/bench_dedup.py data/debian.jsonl --check
     .venv/bin/python scripts/bench_dedup.py data/debian.jsonl --rounds 4 --env DEDUPD_VERIFY=signature
 """
 
@@ -43,9 +49,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import redis
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "scripts"))
+
+import oracle  # noqa: E402
 
 
 def log(msg: str) -> None:
@@ -145,12 +157,78 @@ def run_pair(dedupd: str, corpus: Path, env: dict[str, str], redis_server: str) 
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def check(dedupd: str, corpus: Path, env: dict[str, str]) -> dict[str, Any]:
+    """One more ``dedupd dedup`` run, its kept ids checked against the exact truth (see the docstring)."""
+    shingle, threshold = env.get("DEDUPD_SHINGLE", "word:3"), env.get("DEDUPD_THRESHOLD", "0.8")
+    with tempfile.TemporaryDirectory(prefix="bench-dedup-check-") as tmp:
+        out = Path(tmp) / "kept.jsonl"
+        t0 = time.perf_counter()
+        proc = subprocess.run([dedupd, "dedup", str(corpus), "-o", str(out)], env=env, capture_output=True)
+        wall = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise SystemExit(f"dedupd dedup exited with {proc.returncode}: {proc.stderr.decode()[-2000:]}")
+        kept_ids = [json.loads(line)["id"] for line in out.read_text(encoding="utf-8").splitlines()]
+    ids, texts = [], []
+    with corpus.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                doc = json.loads(line)
+                ids.append(str(doc["id"]))
+                texts.append(doc["text"])
+    if len(set(ids)) != len(ids):
+        raise SystemExit(f"{corpus}: ids repeat; --check needs one document per id")
+    log(f"check: dedup kept {len(kept_ids):,} of {len(ids):,} in {wall:.1f} s; computing the exact truth")
+    t0 = time.perf_counter()
+    pairs = oracle.similar_pairs(oracle.shingle_sets(texts, shingle), threshold)
+    n = len(ids)
+    graph = sp.coo_matrix((np.ones(len(pairs)), (pairs.i, pairs.j)), shape=(n, n))
+    _, component = connected_components(graph, directed=False)
+    position = {doc_id: k for k, doc_id in enumerate(ids)}
+    kept = np.zeros(n, dtype=bool)
+    kept[[position[doc_id] for doc_id in kept_ids]] = True
+    kept_per = np.bincount(component, weights=kept, minlength=component.max() + 1).astype(np.int64)
+    size = np.bincount(component)
+    multi = size >= 2
+    twice = kept_per >= 2
+    both_kept = kept[pairs.i] & kept[pairs.j]
+    outside = int(np.count_nonzero(both_kept & ~twice[component[pairs.i]]))
+    figures = {
+        "check_docs": n,
+        "check_kept": int(kept.sum()),
+        "check_true_pairs": len(pairs),
+        "check_components": int(size.size),
+        "check_components_of_2_or_more": int(multi.sum()),
+        "check_components_keeping_none": int(np.count_nonzero(kept_per == 0)),
+        "check_components_keeping_2_or_more": int(twice.sum()),
+        "check_share_keeping_2_or_more": float(twice.sum() / size.size),
+        "check_kept_true_pairs": int(both_kept.sum()),
+        "check_kept_true_pairs_elsewhere": outside,
+        "check_oracle_s": time.perf_counter() - t0,
+    }
+    ok = (
+        figures["check_components_keeping_none"] == 0
+        and figures["check_share_keeping_2_or_more"] <= 0.001
+        and outside == 0
+    )
+    log(
+        f"check: {len(pairs):,} true pairs, {size.size:,} components ({multi.sum():,} of two or more); "
+        f"keeping none {figures['check_components_keeping_none']}, keeping two or more {twice.sum()} "
+        f"({100 * figures['check_share_keeping_2_or_more']:.3f} %), kept true pairs {both_kept.sum()} "
+        f"(outside those {outside}): {'PASS' if ok else 'FAIL'}"
+    )
+    figures["check_pass"] = ok
+    return figures
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("corpus", type=Path, help="JSONL (or text) file, as push and dedup read it")
-    ap.add_argument("--rounds", type=int, default=2, help="runs of each, alternated ABBA (default 2)")
+    ap.add_argument(
+        "--rounds", type=int, default=2, help="runs of each, alternated ABBA (default 2; 0: --check alone)"
+    )
     ap.add_argument("--dedupd", default=str(REPO / ".venv" / "bin" / "dedupd"), help="the dedupd to run")
     ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for both (repeatable)")
+    ap.add_argument("--check", action="store_true", help="first check dedup's output against the oracle")
     args = ap.parse_args(argv)
     redis_server = shutil.which("redis-server")
     if redis_server is None:
@@ -161,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     env["DEDUPD_DATA_DIR"] = tempfile.mkdtemp(prefix="bench-dedup-data-")  # (never used: a URL is set)
     order = ["A", "B", "B", "A"] * (args.rounds // 2) + (["A", "B"] if args.rounds % 2 else [])
     runs: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}
+    checked = check(args.dedupd, args.corpus, env) if args.check else {}
     for which in order:
         if which == "A":
             r = measured(lambda: run_dedup(args.dedupd, args.corpus, env))
@@ -173,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         runs[which].append(r)
     shutil.rmtree(env["DEDUPD_DATA_DIR"], ignore_errors=True)
+    if not order:  # --rounds 0: the check alone
+        print(json.dumps(checked))
+        return 0 if checked.get("check_pass", True) else 1
 
     def med(which: str, key: str) -> float:
         return statistics.median(r[key] for r in runs[which])
@@ -189,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["speed_ratio_cold"] = figures["pair_wall_s"] / figures["dedup_wall_s"]
     figures["speed_ratio_warm"] = figures["pair_warm_s"] / figures["dedup_wall_s"]
     figures["cpu_ratio"] = figures["pair_cpu_s"] / figures["dedup_cpu_s"]
+    figures.update(checked)
     print(
         f"medians: dedup {figures['dedup_wall_s']:.2f} s; push+serve {figures['pair_wall_s']:.2f} s "
         f"({figures['pair_warm_s']:.2f} s from serving)\n"
@@ -196,8 +279,8 @@ def main(argv: list[str] | None = None) -> int:
         f"({figures['speed_ratio_warm']:.2f}x against the pair from serving); CPU: pair/dedup "
         f"{figures['cpu_ratio']:.2f}x (bar: 0.8x)"
     )
-    print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in figures.items()}))
-    return 0
+    print(json.dumps({k: round(v, 6) if isinstance(v, float) else v for k, v in figures.items()}))
+    return 0 if checked.get("check_pass", True) else 1
 
 
 if __name__ == "__main__":
