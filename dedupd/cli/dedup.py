@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import sys
 import tempfile
@@ -40,6 +41,20 @@ def _written(path: str, mode: str) -> Iterator[IO[Any]]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
+
+
+@contextlib.contextmanager
+def _quiet_dead_letters(level: str) -> Iterator[None]:
+    """Unless at DEBUG, the processor's log line per dead letter is left out while dedup runs: each is
+    told as a bad line with its line number (the engine's entry ids mean nothing to the user)."""
+    logger = logging.getLogger("dedupd.processor")
+    before = logger.level
+    if level != "DEBUG":
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
 
 
 def _file_mode(target: Path) -> int:
@@ -158,6 +173,7 @@ def dedup(
     )
     bad.newline = "\n" if bar else ""
     with (
+        _quiet_dead_letters(settings.log_level),
         _written(output, "wb") as out,
         _written(clusters_file, "w") if clusters_file else contextlib.nullcontext() as clusters,
         bar or contextlib.nullcontext(),
