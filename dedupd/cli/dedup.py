@@ -148,7 +148,7 @@ def dedup(
 
     Bad lines (invalid JSON, not UTF-8, no text, an op other than upsert, over the size bounds) are
     reported with their line number and left out, and the run exits 1; it exits 2 for a usage or input
-    file problem. Memory: the private Redis holds the index, about 1 KB per document plus 4 bytes per
+    file problem. Memory: the private Redis holds the index, about 1 KB per document plus 5 bytes per
     word with --verify exact (the default).
 
     \b
