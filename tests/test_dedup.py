@@ -308,6 +308,22 @@ def test_a_text_over_the_daemons_bounds_is_a_bad_line(
     assert res.stderr.splitlines()[-1].startswith("3 documents, 2 kept, 1 dropped in 1 cluster, ")
 
 
+def test_auto_reads_jsonl_as_push_does(run: Any, tmp_path: Path) -> None:
+    """A first line that is a JSON object makes the input JSONL (--format auto): a plain-text line in it is
+    still a document, with a warning; a JSON array line is bad."""
+    src = tmp_path / "j.jsonl"
+    t = " ".join(WORDS[:20])
+    src.write_text(f'{{"id": "a", "text": "{t}"}}\n{t}\n[1, 2]\nother words here\n')
+    res = run(str(src), "--clusters", str(tmp_path / "c.jsonl"))
+    assert res.exit_code == 1
+    assert res.stdout.splitlines() == [f'{{"id": "a", "text": "{t}"}}', "other words here"]
+    assert "j.jsonl:2: not JSON, in a JSONL input: taken as a plain-text document with id 'j.jsonl:2'" in (
+        res.stderr
+    )
+    assert "j.jsonl:3: skipped: a JSON array, not an object" in res.stderr
+    assert json.loads((tmp_path / "c.jsonl").read_text())["members"] == ["a", "j.jsonl:2"]
+
+
 def test_a_json_array_is_refused_with_exit_2(run: Any, tmp_path: Path) -> None:
     src = tmp_path / "arr.json"
     src.write_text('[{"id": "a", "text": "t"}]\n')

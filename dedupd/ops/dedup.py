@@ -36,7 +36,7 @@ import numpy.typing as npt
 
 from dedupd.errors import ConfigError
 from dedupd.ops.inprocess import InProcessEngine, Refused
-from dedupd.ops.producer import BadLine, detect_format, parse_line, read_lines
+from dedupd.ops.producer import JSONL_AUTO, BadLine, PlainTextLines, detect_format, parse_line, read_lines
 from dedupd.server.connection import connect
 from dedupd.server.private import private_redis
 from dedupd.settings import Settings
@@ -260,12 +260,16 @@ def _documents(
     report: Callable[[BadLine], None],
     warn: Callable[[str], None] | None,
 ) -> Iterator[tuple[int, str, str]]:
-    """(line number, id, text) of each document line; bad lines go to ``report``, blank ones nowhere."""
-    looked = fmt != "auto"  # whether the first non-blank line was looked at (--format auto)
+    """(line number, id, text) of each document line, read as ``dedupd push`` reads them (``--format
+    auto``: from the first non-blank line, :func:`~dedupd.ops.producer.detect_format`; an input whose
+    first line is a JSON object is JSONL, its plain-text lines taken with a warning); bad lines go to
+    ``report``, blank ones nowhere."""
+    text_lines: PlainTextLines | None = None
+    looked = fmt != "auto"  # whether --format auto looked at the first non-blank line
     for no, raw in enumerate(lines, start=1):
         if not looked and raw.strip():
-            _look_at_first(raw, name, warn)
-            looked = True
+            looked, fmt = True, _detected(raw, name, warn)
+            text_lines = PlainTextLines(name, warn) if fmt == JSONL_AUTO else None
         item = parse_line(raw, no, fmt, prefix, max_id_bytes=settings.max_id_bytes)
         if item is None:
             continue
@@ -274,12 +278,16 @@ def _documents(
             report(problem)
             continue
         assert not isinstance(item, BadLine)
+        if text_lines is not None and not raw.lstrip().startswith(b"{"):
+            text_lines.taken(no, item["id"])
         yield no, item.get("id") or f"{prefix}{no}", item["text"]
+    if text_lines is not None:
+        text_lines.finish()
 
 
-def _look_at_first(first: bytes, name: str, warn: Callable[[str], None] | None) -> None:
-    """``--format auto`` and the first non-blank line: a CSV-looking header is warned about (every line is
-    still read as JSONL or text); an input that opens a JSON array is refused (dedup reads a document a line)."""
+def _detected(first: bytes, name: str, warn: Callable[[str], None] | None) -> str:
+    """The format ``--format auto`` reads the input in, from its first non-blank line (a CSV-looking
+    header is warned about); an input that opens a JSON array is refused (dedup reads a document a line)."""
     detected = detect_format(first, name)
     if detected.fmt == "json-array":
         raise ConfigError(
@@ -288,6 +296,7 @@ def _look_at_first(first: bytes, name: str, warn: Callable[[str], None] | None) 
         )
     if detected.warning and warn is not None:
         warn(detected.warning)
+    return detected.fmt
 
 
 def _refusal(fields: dict[str, str], no: int) -> BadLine | None:
