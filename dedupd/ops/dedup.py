@@ -170,13 +170,14 @@ def dedup(
         settings: the similarity settings and input bounds (those of ``dedupd serve``; where the user's
             Redis is, and its key prefix, play no part).
         keep: ``first`` or ``longest``.
-        fmt: ``auto`` (a line starting with ``{`` is JSONL, any other text), ``jsonl`` or ``text``.
+        fmt: ``auto`` (as ``dedupd push`` reads it: JSONL when the first line is a JSON object, else each
+            line starting with ``{`` JSONL and any other text), ``jsonl`` or ``text``.
         id_prefix: the id of a line without one is ``<id_prefix><line number>`` (default: ``<name>:``).
         name: the input's name in ids and messages (default: the file's name, or ``stdin``).
         clusters: where to write one JSON line per cluster of two or more documents (:class:`Cluster`).
         on_bad: called with each bad line (left out).
         on_bytes: called with the bytes of each line read (for a progress bar).
-        warn: called with each warning (a guess of ``--format auto``).
+        warn: called with each warning (a guess of ``--format auto``, a plain-text line in JSONL).
 
     Returns:
         What it did.
