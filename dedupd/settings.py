@@ -519,12 +519,17 @@ def _how_to_drop(where: str) -> str:
     return f"remove it from {where}"
 
 
+# what pydantic puts before the message of a ValueError or an assert raised in a validator
+_PYDANTIC_PREFIX = re.compile(r"^(?:Value error|Assertion failed), ")
+
+
 def _describe(err: Any, overrides: dict[str, Any], in_file: dict[str, Any], path: Path | None) -> str:
     """One validation error, named after where its value came from: a flag or ``DEDUPD_*`` variable
     (``threshold (DEDUPD_THRESHOLD)``), or the TOML file (``threshold (in FILE)``)."""
     loc = ".".join(str(x) for x in err["loc"])
+    msg = _PYDANTIC_PREFIX.sub("", str(err["msg"]))  # our validators' own words, not "Value error, ..."
     if not loc:
-        return str(err["msg"])
+        return msg
     top = str(err["loc"][0])
     env = ENV_PREFIX + top.upper()
     from_env = top not in overrides and any(k.upper() == env for k in os.environ)
@@ -533,4 +538,4 @@ def _describe(err: Any, overrides: dict[str, Any], in_file: dict[str, Any], path
         close = _close_match(top, list(Settings.model_fields))
         where = f"{path}: " if from_file else ""
         return f"{where}unknown setting {top!r}" + (f" (did you mean {close!r}?)" if close else "")
-    return f"{loc} ({f'in {path}' if from_file else env}): {err['msg']}"
+    return f"{loc} ({f'in {path}' if from_file else env}): {msg}"

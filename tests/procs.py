@@ -68,6 +68,14 @@ def wait_for(cond: Callable[[], bool], timeout: float, what: str, poll: float = 
         time.sleep(poll)
 
 
+def seconds_until(cond: Callable[[], bool], timeout: float, what: str) -> float:
+    """How long it took until ``cond()`` held (an AssertionError after ``timeout``): for "answers within
+    N seconds", with a deadline generous enough that a slow machine fails only the N."""
+    started = time.monotonic()
+    wait_for(cond, timeout, what)
+    return time.monotonic() - started
+
+
 def counter(r: redis.Redis, name: str, prefix: str = "dedupd") -> int:
     return int(r.hget(Keys(prefix).counters, name) or 0)
 

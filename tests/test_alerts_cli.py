@@ -12,11 +12,13 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import redis
 from click.testing import CliRunner
 from helpers import drain, make_daemon
+from procs import Served, seconds_until
 
 from dedupd.cli import cli
 from dedupd.errors import ConfigError
@@ -67,6 +69,49 @@ def test_count_is_the_newest(run, r: redis.Redis) -> None:  # type: ignore[no-un
     assert "d5 ~ a  similarity 0.900 (exact) (+1 more)  cluster a" in run("alerts", "-n", "1").output
 
 
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        ("alerts", "no alerts yet (dedupd:alerts is empty; no daemon is heartbeating: `dedupd serve`"),
+        ("dead", "no dead letters yet (dedupd:dead is empty)"),
+    ],
+)
+def test_an_empty_stream_says_so_on_stderr(run, command: str, said: str) -> None:  # type: ignore[no-untyped-def]
+    """Nothing to show is one line on stderr (exit 0), never silence; stdout stays empty for pipes,
+    --json included."""
+    for args in ((command,), (command, "--json")):
+        res = run(*args)
+        assert res.exit_code == 0 and res.stdout == "", res.output
+        assert res.stderr.startswith(said) and res.stderr.count("\n") == 1, res.stderr
+
+
+def test_empty_alerts_with_a_daemon_and_nothing_since(run, redis_url: str, r: redis.Redis) -> None:  # type: ignore[no-untyped-def]
+    """With a daemon heartbeating the line does not send the user to start one; --since past every alert
+    says how many older ones the stream holds."""
+    daemon = make_daemon(redis_url, consumer="probe")
+    daemon.iteration()  # heartbeats
+    assert run("alerts").stderr == "no alerts yet (dedupd:alerts is empty)\n"
+    ids = add_alerts(r, 2)
+    res = run("alerts", "--since", f"({ids[1]}")
+    assert (
+        res.stdout == "" and res.stderr == f"no alerts since ({ids[1]} (dedupd:alerts holds 2 older ones)\n"
+    )
+    daemon._farewell()
+
+
+def test_following_an_empty_stream_says_at_once_that_it_waits(redis_url: str, tmp_path: Path) -> None:
+    """`alerts --follow` on an empty stream says within seconds (a real process) that it waits for new ones."""
+    follower = Served(redis_url, tmp_path / "follow.log", command=[*DEDUPD, "alerts", "--follow"])
+    try:
+        took = seconds_until(lambda: "waiting for new ones" in follower.stderr, 60, "the waiting line")
+        assert took < 5, took
+        assert follower.stderr.startswith("no alerts yet (dedupd:alerts is empty")
+        assert follower.stderr.rstrip().endswith("; waiting for new ones (Ctrl-C stops)")
+    finally:
+        follower.proc.send_signal(signal.SIGINT)
+        assert follower.proc.wait(timeout=30) == 0
+
+
 def test_since_id_inclusive_exclusive_and_now(run, r: redis.Redis) -> None:  # type: ignore[no-untyped-def]
     ids = add_alerts(r, 4)
     assert shown_ids(run("alerts", "--since", ids[2]).output) == ["d3", "d4"]
@@ -74,7 +119,7 @@ def test_since_id_inclusive_exclusive_and_now(run, r: redis.Redis) -> None:  # t
     assert shown_ids(run("alerts", "--since", ids[1], "-n", "1").output) == ["d4"]
     for now in ("now", "NOW", "$", "+"):
         res = run("alerts", "--since", now)
-        assert res.exit_code == 0 and res.output == ""
+        assert res.exit_code == 0 and res.stdout == "" and "no new alerts" in res.stderr
     ms = ids[0].split("-")[0]
     assert shown_ids(run("alerts", "--since", ms).output) == ["d1", "d2", "d3", "d4"]  # ms alone: seq 0
 
@@ -119,7 +164,8 @@ def _stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
     [(("-n", "1"), ["d3"]), (("--since", "now"), []), (("--since", "+"), []), (("-n", "0"), [])],
 )
 def test_follow(redis_url: str, r: redis.Redis, args: tuple[str, ...], first: list[str]) -> None:
-    """`--follow -n 1` prints the newest alert then follows; `--since now` (or +, or -n 0) only new ones."""
+    """`--follow -n 1` prints the newest alert then follows; `--since now` (or +, or -n 0) only new ones,
+    saying on stderr that it waits for them."""
     add_alerts(r, 3)
     proc = _follow(redis_url, "alerts", "--follow", *args)
     assert proc.stdout is not None
@@ -131,7 +177,8 @@ def test_follow(redis_url: str, r: redis.Redis, args: tuple[str, ...], first: li
         assert proc.stdout.readline().startswith("new1 ~ a")
     finally:
         out, err = _stop(proc)
-    assert proc.returncode == 0 and out == "" and err == "", err
+    waits = "" if first else "waiting for new alerts (Ctrl-C stops); dedupd:alerts holds 3 older ones\n"
+    assert proc.returncode == 0 and out == "" and err == waits, err
 
 
 def test_follow_misses_nothing_between_reads(redis_url: str, r: redis.Redis) -> None:
@@ -184,7 +231,7 @@ def test_dead_letters(run, redis_url: str, r: redis.Redis) -> None:  # type: ign
     assert full[1]["text"] == long_text and full[1]["op"] == "frobnicate" and full[1]["input"]
     assert {"dead", "input", "error", "detail", "id"} <= set(full[0])
     assert shown_ids(run("dead", "-n", "1").output) == [full[1]["input"]]
-    assert run("dead", "--since", "now").output == ""
+    assert run("dead", "--since", "now").stdout == ""
 
 
 def test_dead_follow(redis_url: str, r: redis.Redis) -> None:

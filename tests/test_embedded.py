@@ -180,8 +180,41 @@ def test_redis_cli_reaches_a_running_serve_at_the_printed_socket(data: Path) -> 
         return "b ~ a" in shown[-1].stdout
 
     wait_for(alerted, 60, "the alert", poll=0.2)
-    assert f"embedded Redis at unix socket {sock}" in shown[-1].stderr  # every command says where it is
+    assert "embedded Redis" not in shown[-1].stderr  # a one-shot command is quiet by default
+    verbose = subprocess.run([*DEDUPD, "alerts", "-v"], env=env(data), capture_output=True, text=True)
+    assert f"embedded Redis at unix socket {sock}" in verbose.stderr  # -v: every command says where it is
     assert serve.signal(signal.SIGTERM) == 0
+    assert_no_server_left(data)
+
+
+def test_one_shot_commands_are_quiet_by_default(data: Path) -> None:
+    """`push` and `check` on the embedded Redis print no INFO line (in `push` it landed in the progress
+    bar): their own words only. -v, --log-level info or DEDUPD_LOG_LEVEL=info bring the lines back."""
+    docs = data.parent / "docs.jsonl"
+    docs.write_text('{"id": "a", "text": "one two three four"}\n')
+
+    def run(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*DEDUPD, *args], env={**env(data), **extra}, capture_output=True, text=True, timeout=60
+        )
+
+    pushed = run("push", str(docs))
+    assert pushed.returncode == 0 and pushed.stderr == "pushed 1 document to dedupd:docs\n", pushed.stderr
+    verbose = run("push", str(docs), "-v")
+    assert (
+        verbose.returncode == 0 and " INFO dedupd.embedded: embedded Redis at unix socket" in verbose.stderr
+    )
+    follower = following(data)  # holds the server, so that `check` finds it running
+    checked = run("check")
+    assert checked.returncode == 1 and "no daemon is heartbeating" in checked.stdout
+    assert checked.stderr == "", checked.stderr
+    for loud, extra in (
+        (("check", "--verbose"), {}),
+        (("check", "--log-level", "info"), {}),
+        (("check",), {"DEDUPD_LOG_LEVEL": "info"}),
+    ):
+        assert " INFO dedupd.embedded: embedded Redis" in run(*loud, **extra).stderr, (loud, extra)
+    assert follower.signal(signal.SIGINT) == 0
     assert_no_server_left(data)
 
 

@@ -72,3 +72,5 @@ def test_serve_log_json_every_line_is_json(r: redis.Redis, redis_url: str) -> No
     assert lines and all({"time", "level", "logger", "message"} <= set(x) for x in lines)
     messages = " | ".join(x["message"] for x in lines)
     assert "consumer json-logs serving" in messages and "stopped:" in messages
+    # the last line is a summary in words, not a dict of totals
+    assert lines[-1]["message"] == "stopped: 1 document processed in 1 batch: 0 duplicates, 0 dead letters"

@@ -19,6 +19,7 @@ from procs import (
     counter,
     pairs_corpus,
     push_corpus,
+    seconds_until,
     wait_for,
 )
 
@@ -61,10 +62,27 @@ def test_redis_restart_mid_stream_loses_and_doubles_nothing(aof_redis: RedisProc
     assert r.xlen(Keys().dead) == 0
 
 
+def test_redis_unreachable_at_start_fails_at_once_with_one_line(tmp_path: Path) -> None:
+    """By default a Redis that cannot be reached ends serve's start within seconds (a real process): exit 2,
+    one line naming the URL (password hidden) and what to do, no retry warnings, no traceback."""
+    port = free_port()
+    url = f"redis://user:s3cret-pw@127.0.0.1:{port}/0"
+    daemon = Served(url, tmp_path / "serve.log")
+    took = seconds_until(lambda: daemon.proc.poll() is not None, 60, "serve to give up")
+    assert took < 5, (took, daemon.stderr)
+    assert daemon.proc.returncode == 2
+    lines = daemon.stderr.splitlines()
+    assert len(lines) == 1, daemon.stderr
+    assert lines[0].startswith(f"dedupd: error: cannot reach Redis at redis://user:***@127.0.0.1:{port}/0: ")
+    assert "Is the server running" in lines[0] and "dedupd serve --wait-for-redis SECONDS" in lines[0]
+    assert "s3cret-pw" not in daemon.stderr
+
+
 def test_redis_unreachable_at_start_retries_then_serves(tmp_path: Path) -> None:
-    """No traceback: one warning per retry (capped backoff); once Redis is up, the daemon serves."""
+    """With --wait-for-redis, no traceback: one warning per retry (capped backoff); once Redis is up, the
+    daemon serves."""
     server = RedisProc(tmp_path / "redis", free_port())
-    daemon = Served(server.url, tmp_path / "serve.log")
+    daemon = Served(server.url, tmp_path / "serve.log", "--wait-for-redis", "60")
     try:
         wait_for(lambda: daemon.stderr.count("unreachable") >= 3, 20, "three retry warnings")
         assert daemon.proc.poll() is None
@@ -91,7 +109,8 @@ def test_redis_unreachable_at_start_retries_then_serves(tmp_path: Path) -> None:
 
 def test_redis_unreachable_gives_up_with_a_clear_message(tmp_path: Path) -> None:
     """After its retry budget, connect raises one readable error; the CLI prints it (no password, no traceback)."""
-    url = f"redis://user:s3cret-pw@127.0.0.1:{free_port()}/0"
+    port = free_port()
+    url = f"redis://user:s3cret-pw@127.0.0.1:{port}/0"
     with pytest.raises(RedisUnavailableError) as info:
         connect(load_settings(redis_url=url), retry_for_s=0.5)
     msg = str(info.value)

@@ -55,6 +55,7 @@ def test_errors_say_what_to_fix(overrides: dict[str, object], needle: str) -> No
     with pytest.raises(ConfigError, match="invalid settings") as info:
         load_settings(**overrides)
     assert needle in str(info.value)
+    assert "Value error" not in str(info.value)  # pydantic's prefix for a validator's ValueError
 
 
 def test_missing_config_file(monkeypatch: pytest.MonkeyPatch) -> None:

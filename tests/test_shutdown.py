@@ -77,7 +77,7 @@ def test_sigterm_while_starting_exits_0(tmp_path: Path) -> None:
     it cleanly, exit 0: it has read nothing (a process manager stops it as it stops a serving one)."""
     from conftest import free_port
 
-    daemon = Served(f"redis://127.0.0.1:{free_port()}/0", tmp_path / "serve.log")
+    daemon = Served(f"redis://127.0.0.1:{free_port()}/0", tmp_path / "serve.log", "--wait-for-redis", "60")
     wait_for(
         lambda: "retrying" in daemon.stderr or "Redis" in daemon.stderr, 60, "the first connection retry"
     )

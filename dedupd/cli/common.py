@@ -42,8 +42,10 @@ def common_options(func: F) -> F:
     @click.option(
         "--log-level",
         type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-        help="Log level (DEDUPD_LOG_LEVEL, any case).",
+        help="Log level (DEDUPD_LOG_LEVEL, any case). Unset: INFO for `dedupd serve`, WARNING for the "
+        "other commands.",
     )
+    @click.option("-v", "--verbose", is_flag=True, help="Informational log lines too (as --log-level INFO).")
     @functools.wraps(func)
     def wrapper(*args: Any, config_file: str | None, **kwargs: Any) -> Any:
         if config_file:
@@ -86,18 +88,34 @@ def similarity_options(func: F) -> F:
     return func
 
 
-def settings_from(**overrides: Any) -> Settings:
+def settings_from(*, serving: bool = False, verbose: bool = False, **overrides: Any) -> Settings:
     """The settings for a command (flags over DEDUPD_* over the TOML file), with logging set up and the
-    warnings about them (unknown DEDUPD_* variables) logged."""
+    warnings about them (unknown DEDUPD_* variables) logged.
+
+    Args:
+        serving: the command is the daemon, whose log is its output: INFO unless a level is set.
+        verbose: ``-v``: informational lines too (at least INFO).
+        overrides: the flags (None: not given).
+    """
     from dedupd.settings import load_settings
 
     if overrides.get("log_level"):
         overrides["log_level"] = overrides["log_level"].upper()
     settings = load_settings(**overrides)
-    setup_logging(settings.log_level, settings.log_json)
+    setup_logging(log_level(settings, serving, verbose), settings.log_json)
     for warning in settings.warnings:
         logging.getLogger("dedupd.settings").warning("%s", warning)
     return settings
+
+
+def log_level(settings: Settings, serving: bool, verbose: bool) -> str:
+    """The level a command logs at: the one set (flag, DEDUPD_LOG_LEVEL, the TOML file), else INFO for the
+    daemon and WARNING for one-shot commands (whose output is what they print: a line about the embedded
+    Redis must not land in `push`'s progress bar); ``verbose`` makes it at least INFO."""
+    chosen = settings.log_level if serving or "log_level" in settings.model_fields_set else "WARNING"
+    if verbose and logging.getLevelName(chosen) > logging.INFO:
+        return "INFO"
+    return chosen
 
 
 def connect_to(settings: Settings, **kwargs: Any) -> Any:

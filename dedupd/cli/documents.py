@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -20,7 +19,7 @@ import click
 
 from dedupd.cli.common import F, common_options, connect_to, plural, settings_from
 from dedupd.cli.failures import EXIT_INTERRUPTED, EXIT_RUNTIME
-from dedupd.cli.waiting import wait_for_daemons, wait_options
+from dedupd.cli.waiting import Backpressure, wait_for_daemons, wait_options
 from dedupd.errors import ConfigError
 from dedupd.index.keys import Keys
 from dedupd.ops.producer import FLUSH_S, FORMATS, BadLine, Item
@@ -69,6 +68,10 @@ class BadLines:
             click.echo(f"{self.newline}{self.name}:{where}: skipped: {bad.reason}", err=True)
         elif self.count == _SHOWN_BAD + 1:
             click.echo(f"{self.newline}{self.name}: more bad input; only counting from here", err=True)
+
+    def say(self, message: str) -> None:
+        """A line on stderr that does not land in the progress bar."""
+        click.echo(f"{self.newline}{message}", err=True)
 
     def summary(self) -> str:
         return f"; skipped {plural(self.count, 'bad line')}" if self.count else ""
@@ -165,8 +168,9 @@ def push(
         keys = Keys(settings.prefix)
         producer = Producer(client, keys)
         bad = BadLines(name, "\n" if bar else "")
+        room = Backpressure(client, keys, max_lag, bad.say) if max_lag is not None else None
         try:
-            _push_all(docs, producer, bad, client, keys, max_lag)
+            _push_all(docs, producer, bad, room)
         except KeyboardInterrupt:
             _interrupted(producer, bad)
     click.echo(f"pushed {plural(producer.pushed, 'document')} to {keys.docs}{bad.summary()}", err=True)
@@ -194,16 +198,9 @@ def _interrupted(producer: Any, bad: BadLines) -> NoReturn:
     sys.exit(EXIT_INTERRUPTED)
 
 
-def _push_all(
-    docs: Iterator[Item | None],
-    producer: Any,
-    bad: BadLines,
-    client: Any,
-    keys: Keys,
-    max_lag: int | None,
-) -> None:
+def _push_all(docs: Iterator[Item | None], producer: Any, bad: BadLines, room: Backpressure | None) -> None:
     """Add every document to the producer; send what is buffered when the input pauses or 100 ms after
-    the last send; with ``max_lag``, wait for room after each send."""
+    the last send; with ``room`` (--max-lag), wait for room after each send."""
     sent = producer.pushed
     for doc in docs:
         if doc is None:
@@ -213,24 +210,10 @@ def _push_all(
         else:
             producer.add(doc)
             producer.flush_due()
-        if max_lag is not None and producer.pushed != sent:
+        if room is not None and producer.pushed != sent:
             sent = producer.pushed
-            _wait_for_room(client, keys, max_lag)
+            room.wait_for_room()
     producer.flush()
-
-
-def _wait_for_room(client: Any, keys: Keys, max_lag: int) -> None:
-    """Sleep while the consumer group has more than ``max_lag`` unread entries (no group yet: the stream length)."""
-    from dedupd.daemon.monitor import group_state
-
-    delay = 0.01
-    while True:
-        state = group_state(client, keys)
-        backlog = client.xlen(keys.docs) if state is None else state["lag"]
-        if backlog is None or backlog <= max_lag:  # None: Redis cannot tell (entries were deleted); go on
-            return
-        time.sleep(delay)
-        delay = min(delay * 2, 0.5)
 
 
 @click.command()

@@ -6,11 +6,17 @@ import logging
 import signal
 import sys
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from dedupd.cli.common import common_options, settings_from, similarity_options
+from dedupd.cli.common import common_options, connect_to, settings_from, similarity_options
+from dedupd.errors import RedisUnavailableError
+
+if TYPE_CHECKING:
+    from dedupd.settings import Settings
+
+_STARTING_S = 60.0  # how long a server loading its data or busy with a script is waited for as serve starts
 
 
 @click.command()
@@ -25,26 +31,56 @@ from dedupd.cli.common import common_options, settings_from, similarity_options
     type=click.IntRange(0, 65535),
     help="Port of the Prometheus endpoint (DEDUPD_METRICS_PORT, default 9464; 0 turns it off).",
 )
-def serve(**opts: Any) -> None:
+@click.option(
+    "--wait-for-redis",
+    "wait_for_redis_s",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Seconds to wait, as it starts, for a Redis that cannot be reached (refused, timed out), with a "
+    "warning per retry; 0: fail at once with one line. Use e.g. 60 where Redis starts alongside (docker "
+    "compose). A server loading its data or busy is waited for up to 60 s either way.",
+)
+def serve(wait_for_redis_s: float, **opts: Any) -> None:
     """Run the consumer daemon in the foreground.
 
     Reads the input stream in the consumer group 'dedupd' until SIGINT/SIGTERM, then finishes the
     batch in hand, acknowledges it and exits 0 (a second signal exits at once). Start one per core,
-    on as many machines as you like: they share the work.
+    on as many machines as you like: they share the work. Logs what it does at INFO (--log-level
+    WARNING for less); ends with one line of totals.
     """
     from dedupd.daemon.loop import Daemon
 
-    settings = settings_from(**opts)
+    settings = settings_from(serving=True, **opts)
     # a SIGTERM while starting (connecting, checking the server, joining the group) stops it cleanly: nothing
     # has been read yet, so nothing is left to finish (the daemon's own handlers take over once it serves)
     signal.signal(signal.SIGTERM, _stop_while_starting)
     try:
-        daemon = Daemon(settings)  # waits up to 60 s for Redis, logging each retry
+        daemon = Daemon(settings, _connect(settings, wait_for_redis_s))
     except KeyboardInterrupt:
         click.echo("dedupd: interrupted while connecting", err=True)
         sys.exit(130)
     daemon.install_signal_handlers()
     sys.exit(daemon.run())
+
+
+def _connect(settings: Settings, wait_for_redis_s: float) -> Any:
+    """The daemon's client: a Redis that cannot be reached fails at once unless --wait-for-redis says to
+    wait; one loading its data or busy with a script is waited for up to 60 s (or --wait-for-redis)."""
+    from dedupd.server.connection import UNREACHABLE
+
+    try:
+        return connect_to(
+            settings,
+            retry_for_s=max(_STARTING_S, wait_for_redis_s),
+            unreachable_for_s=wait_for_redis_s,
+        )
+    except RedisUnavailableError as exc:
+        if wait_for_redis_s or not str(exc).startswith(UNREACHABLE):
+            raise
+        raise RedisUnavailableError(
+            f"{exc} To wait for it to come up: dedupd serve --wait-for-redis SECONDS"
+        ) from None
 
 
 def _stop_while_starting(signum: int, frame: FrameType | None) -> None:

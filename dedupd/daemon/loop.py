@@ -52,7 +52,7 @@ from dedupd.daemon.metrics import Metrics
 from dedupd.daemon.processor import Processor
 from dedupd.daemon.redelivery import Redelivery
 from dedupd.daemon.stream import ConsumerStream, ensure_group
-from dedupd.daemon.upkeep import Every, bound_outputs, progress_line, prune_seen, tune_gc
+from dedupd.daemon.upkeep import Every, bound_outputs, progress_line, prune_seen, summary_line, tune_gc
 from dedupd.daemon.worker_thread import Worker
 from dedupd.index.docstate import sid
 from dedupd.index.gateway import RedisGateway, open_spec
@@ -236,7 +236,7 @@ class Daemon:
         self._drain()
         self._farewell()
         self.metrics.close()
-        log.info("stopped: %s", self.totals)
+        log.info("stopped: %s", summary_line(self.totals))
         return 0
 
     def _drain(self) -> None:

@@ -82,6 +82,23 @@ def bound_outputs(client: Any, keys: Keys, settings: Settings) -> None:
             log.info("trimmed %s to %d entries (%d bytes over its bound of %d)", stream, keep, used, bound)
 
 
+def summary_line(totals: dict[str, int]) -> str:
+    """The line serve ends with: what this daemon did, in words.
+
+    >>> summary_line({"processed": 1200, "alerts": 1, "dead": 0, "batches": 5})
+    '1,200 documents processed in 5 batches: 1 duplicate, 0 dead letters'
+    """
+
+    def count(n: int, one: str, many: str) -> str:
+        return f"{n:,} {one if n == 1 else many}"
+
+    return (
+        f"{count(totals['processed'], 'document', 'documents')} processed in "
+        f"{count(totals['batches'], 'batch', 'batches')}: {count(totals['alerts'], 'duplicate', 'duplicates')}, "
+        f"{count(totals['dead'], 'dead letter', 'dead letters')}"
+    )
+
+
 def progress_line(client: Any, keys: Keys, totals: dict[str, int], rate: float, waiting: int) -> str:
     """The progress line serve logs: totals, the rate, the entries waiting, the group's lag."""
     state = group_state(client, keys)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from dedupd.errors import ConfigError, DedupdError
+from dedupd.errors import ConfigError, DedupdError, InputError
 from dedupd.mining.apriori import apriori
 from dedupd.mining.baskets import Baskets, load_baskets
 from dedupd.mining.memory import mine_within, parse_bytes
@@ -30,6 +30,13 @@ if TYPE_CHECKING:
 ALGORITHMS = ("apriori", "pcy", "multistage", "multihash", "sample", "son", "toivonen")
 
 
+class UsageProblem(click.ClickException):
+    """A usage or input-file problem (bad options, an unreadable or malformed basket file, bad settings, a
+    Redis that cannot be reached): exit status 2, as in every dedupd command; failures while mining exit 1."""
+
+    exit_code = 2
+
+
 def _positive_support(ctx: click.Context, param: click.Parameter, value: float) -> float:
     if value <= 0:
         raise click.BadParameter("give a fraction 0 < s < 1 or a count of baskets >= 1")
@@ -42,7 +49,7 @@ def _positive_support(ctx: click.Context, param: click.Parameter, value: float) 
 @click.option(
     "--input",
     "input_path",
-    type=click.Path(dir_okay=False, allow_dash=True),
+    type=click.Path(exists=True, dir_okay=False, allow_dash=True),
     help="Basket file: one basket per line (items separated by whitespace) or JSON lines "
     '({"items": [...]}); "-" for stdin. Without it: the baskets in Redis.',
 )
@@ -204,7 +211,11 @@ def mine(
 
     try:
         algorithm = _algorithm_of(algorithm, engine, scheduler, memory)
+        budget = parse_bytes(memory) if memory is not None else None
         baskets, source, client, keys = _read_input(input_path, config_file, redis_url, prefix, quiet)
+    except DedupdError as exc:  # the options, the input file, the settings or the Redis to read
+        raise UsageProblem(exc.detail if isinstance(exc, InputError) else str(exc)) from exc
+    try:
         if baskets.n_baskets == 0:
             hint = "" if client is None or keys is None else f" ({_how_to_get_baskets(client, keys)})"
             raise ConfigError(f"no baskets in {source}: nothing to mine{hint}")
@@ -214,7 +225,7 @@ def mine(
             min_count,
             algorithm,
             max_size,
-            memory,
+            budget,
             engine,
             scheduler,
             workers,
@@ -372,7 +383,7 @@ def _run(
     min_count: int,
     algorithm: str | None,
     max_size: int | None,
-    memory: str | None,
+    budget: int | None,
     engine: str,
     scheduler: str | None,
     workers: int | None,
@@ -383,8 +394,8 @@ def _run(
     max_candidates: int | None,
     progress: Any,
 ) -> MiningResult:
-    if memory is not None:
-        return mine_within(baskets, min_count, parse_bytes(memory), max_size, progress)
+    if budget is not None:
+        return mine_within(baskets, min_count, budget, max_size, progress)
     algorithm = algorithm or "apriori"
     if algorithm == "apriori":
         return apriori(baskets, min_count, max_size, progress)

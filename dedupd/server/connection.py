@@ -40,6 +40,9 @@ TRANSIENT_REPLIES = (
 _TRANSIENT_RE = re.compile(r"(?:^|: )(?:" + "|".join(TRANSIENT_REPLIES) + r")\b")
 
 
+UNREACHABLE = "cannot reach Redis at"  # how the error for a server that cannot be reached begins
+
+
 def is_transient(exc: BaseException) -> bool:
     """Whether ``exc`` is a passing state of the server or the network (wait and retry; never the entry's fault)."""
     if isinstance(exc, (*RETRYABLE, ReplicasBehindError)):
@@ -116,12 +119,21 @@ class CommandPacker:
             raise redis.exceptions.DataError(str(exc)) from None
 
 
-def connect(settings: Settings, *, retry_for_s: float = 0.0, start_embedded: bool = True) -> Any:
+def connect(
+    settings: Settings,
+    *,
+    retry_for_s: float = 0.0,
+    unreachable_for_s: float | None = None,
+    start_embedded: bool = True,
+) -> Any:
     """A client returning bytes, for the configured Redis.
 
     Args:
         settings: the settings (``redis_url``, ``redis_cluster``, ``data_dir``).
         retry_for_s: keep retrying a failing first PING for this long (capped exponential backoff).
+        unreachable_for_s: of that, how long a server that cannot be reached at all (refused, timed out)
+            is waited for; None: as long. A server that answers with a passing state (LOADING, BUSY, ...)
+            is waited for all of ``retry_for_s``.
         start_embedded: with no URL, start the embedded server if none runs (else raise).
 
     Returns:
@@ -145,6 +157,7 @@ def connect(settings: Settings, *, retry_for_s: float = 0.0, start_embedded: boo
                 settings,
                 retry_for_s,
                 (*RETRYABLE, redis.exceptions.RedisClusterException),
+                unreachable_for_s=unreachable_for_s,
             )
         else:
             client = redis.Redis.from_url(settings.redis_url, **common, **packer)
@@ -153,7 +166,7 @@ def connect(settings: Settings, *, retry_for_s: float = 0.0, start_embedded: boo
             f"the Redis URL {settings.redacted_url()} cannot be parsed; characters such as # / ? @ "
             "in the user name or password must be percent-encoded (# as %23)"
         ) from None
-    wait_until_up(client, settings, retry_for_s)
+    wait_until_up(client, settings, retry_for_s, unreachable_for_s)
     return client
 
 
@@ -178,10 +191,13 @@ def cluster_client(url: str, **kwargs: Any) -> Any:
     return redis.cluster.RedisCluster.from_url(first, startup_nodes=others, **kwargs)
 
 
-def wait_until_up(client: Any, settings: Settings, retry_for_s: float) -> None:
+def wait_until_up(
+    client: Any, settings: Settings, retry_for_s: float, unreachable_for_s: float | None = None
+) -> None:
     """PING until it answers, backing off 0.1 s doubling up to 5 s, for at most ``retry_for_s``: a server
-    unreachable, loading, or busy with another client's script (BUSY) is waited for."""
-    _retry(client.ping, settings, retry_for_s, RETRYABLE, replies=True)
+    loading, or busy with another client's script (BUSY) is waited for; one that cannot be reached for at
+    most ``unreachable_for_s`` (None: as long)."""
+    _retry(client.ping, settings, retry_for_s, RETRYABLE, replies=True, unreachable_for_s=unreachable_for_s)
 
 
 def retry_transient(action: Any, settings: Settings, retry_for_s: float) -> Any:
@@ -190,16 +206,29 @@ def retry_transient(action: Any, settings: Settings, retry_for_s: float) -> Any:
     return _retry(action, settings, retry_for_s, RETRYABLE, replies=True)
 
 
+def is_unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the server cannot be reached at all (refused, timed out, no route, no cluster
+    node), rather than that it answered with a passing state (LOADING, BUSY, OOM, ...)."""
+    away = (redis.ConnectionError, redis.TimeoutError, OSError, redis.exceptions.RedisClusterException)
+    return isinstance(exc, away) and not isinstance(exc, redis.BusyLoadingError)
+
+
 def _retry(
     action: Any,
     settings: Settings,
     retry_for_s: float,
     retryable: tuple[type[BaseException], ...],
     replies: bool = False,
+    unreachable_for_s: float | None = None,
 ) -> Any:
     """Retry ``action`` on ``retryable`` errors (and, with ``replies``, on the error replies of a passing
-    server state, which are raised as they are when the time is up)."""
-    deadline = time.monotonic() + retry_for_s
+    server state, which are raised as they are when the time is up); a server that cannot be reached at all
+    is given up on after ``unreachable_for_s`` (None: ``retry_for_s``)."""
+    started = time.monotonic()
+    deadline = started + retry_for_s
+    unreachable_deadline = (
+        deadline if unreachable_for_s is None else min(deadline, started + unreachable_for_s)
+    )
     delay = 0.1
     while True:
         try:
@@ -212,17 +241,18 @@ def _retry(
             away = isinstance(exc, retryable)
             if not away and not (replies and is_transient(exc)):
                 raise
-            if time.monotonic() + delay > deadline:
+            unreachable = is_unreachable(exc)
+            if time.monotonic() + delay > (unreachable_deadline if unreachable else deadline):
                 if not away:
                     raise
                 raise RedisUnavailableError(
-                    f"cannot reach Redis at {settings.redacted_url()}: {str(exc).rstrip('.')}. Is the server running and is "
+                    f"{UNREACHABLE} {settings.redacted_url()}: {str(exc).rstrip('.')}. Is the server running and is "
                     "DEDUPD_REDIS_URL right?"
                 ) from None
             log.warning(
                 "Redis at %s %s (%s); retrying in %.1fs",
                 settings.redacted_url(),
-                "unreachable" if away else "not ready",
+                "unreachable" if unreachable else "not ready",
                 exc,
                 delay,
             )
