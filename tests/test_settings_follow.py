@@ -106,3 +106,12 @@ def test_serve_after_rebuild_to_a_lower_threshold_starts_without_flags(
     assert "was built with threshold 0.6, but --threshold gives 0.8" in error
     assert "--threshold gives 0.8" in refused.stderr and "dedupd rebuild --threshold 0.8" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_the_shipped_config_file_sets_no_index_parameter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The systemd units point DEDUPD_CONFIG at a copy of config/dedupd.toml: it must not pin the index's
+    parameters, or every daemon would refuse to start after a `dedupd rebuild --threshold 0.6`."""
+    monkeypatch.setenv("DEDUPD_CONFIG", str(Path(__file__).resolve().parents[1] / "config" / "dedupd.toml"))
+    settings = load_settings()
+    assert settings.config_file is not None and settings.config_file.name == "dedupd.toml"
+    assert settings.serving_spec(REBUILT) == REBUILT
