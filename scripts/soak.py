@@ -576,8 +576,13 @@ class Soak:
             "DEDUPD_LOG_LEVEL": "WARNING",
         }
         with open(self.work / f"{name}.log", "ab") as err:
+            # a daemon restarted while Redis restarts waits for it, as the systemd units' do (by default
+            # `dedupd serve` fails at once, with one line, when Redis cannot be reached as it starts)
             proc = subprocess.Popen(
-                [sys.executable, "-m", "dedupd", "serve"], env=env, stdout=subprocess.DEVNULL, stderr=err
+                [sys.executable, "-m", "dedupd", "serve", "--wait-for-redis", "60"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
             )
         self.consumers[slot] = (name, proc)
 

@@ -57,15 +57,17 @@ def test_rebuild_rebands_in_process(r: redis.Redis, redis_url: str) -> None:
     assert set(got) == pairs | more_pairs | {("x0-copy", "x0a"), ("x0-copy", "x0b")} and len(got) == len(
         set(got)
     )
-    # a daemon with the old banding now refuses
+    # a daemon given the old banding explicitly now refuses, naming the flags and the rebuild (one given
+    # nothing follows the index: tests/test_settings_follow.py)
     res = subprocess.run(
-        [*DEDUPD, "serve"],
+        [*DEDUPD, "serve", "--bands", "25", "--rows", "5"],
         env={**os.environ, "DEDUPD_REDIS_URL": redis_url},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
     )
-    assert res.returncode == 2 and "dedupd rebuild" in res.stderr
+    assert res.returncode == 2, res.stderr
+    assert "bands 16, but --bands gives 25" in res.stderr and "dedupd rebuild --bands 25 --rows 5" in res.stderr
 
 
 def test_rebuild_while_serving_and_pushing(r: redis.Redis, redis_url: str) -> None:
