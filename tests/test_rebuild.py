@@ -67,7 +67,9 @@ def test_rebuild_rebands_in_process(r: redis.Redis, redis_url: str) -> None:
         timeout=120,
     )
     assert res.returncode == 2, res.stderr
-    assert "bands 16, but --bands gives 25" in res.stderr and "dedupd rebuild --bands 25 --rows 5" in res.stderr
+    assert (
+        "bands 16, but --bands gives 25" in res.stderr and "dedupd rebuild --bands 25 --rows 5" in res.stderr
+    )
 
 
 def test_rebuild_while_serving_and_pushing(r: redis.Redis, redis_url: str) -> None:
