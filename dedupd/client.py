@@ -34,7 +34,7 @@ from dedupd.daemon.entries import (
     unsendable,
 )
 from dedupd.errors import DocumentError, InputError
-from dedupd.index.cluster_page import DEFAULT_LIMIT, ClusterPage, NotIndexedError
+from dedupd.index.cluster_page import DEFAULT_LIMIT, ClusterPage, NotIndexedError, checked_args
 from dedupd.index.gateway import RedisGateway
 from dedupd.index.generations import Generations
 from dedupd.index.keys import Keys
@@ -259,7 +259,8 @@ class Client:
         Returns:
             The page: ``cluster`` (its name, as alerts show it), ``members`` (the document itself first on
             the first page), ``next`` (None on the last page), ``complete`` (False for a cluster that began
-            before dedupd kept members, in an index made by an earlier version: some may be missing).
+            before dedupd kept members, in an index made by an earlier version, unless the page lists it
+            all and shows that none is missing: some may be missing).
 
         Raises:
             NotIndexedError: the document is not in the index (or there is no index yet). CursorError: the
@@ -271,6 +272,7 @@ class Client:
         Traceback (most recent call last):
         dedupd.index.cluster_page.NotIndexedError: 'never-pushed' is not in the index...
         """
+        checked_args(limit, cursor)  # a bad argument is said first, index or not
         gw = self._serving()
         if gw is None:
             raise NotIndexedError(

@@ -6,6 +6,7 @@ input and a file, and --wait."""
 from __future__ import annotations
 
 import json
+import logging
 import random
 import threading
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from helpers import drain, make_daemon, push, text, variant
 from dedupd.cli import cli
 from dedupd.client import Client
 from dedupd.daemon.loop import Daemon
+from dedupd.errors import ConfigError
 from dedupd.index.keys import Keys
 
 DOCS = Keys().docs
@@ -106,10 +108,67 @@ def test_cluster_of_an_unknown_id_or_with_bad_arguments_is_one_line(
     assert res.stderr.startswith("dedupd: error: 'nope' is not in the index (never pushed, deleted, or not")
     res = run("cluster", "a0", "--cursor", "somewhere")
     assert res.exit_code == 2 and "cursor 'somewhere' is not one a page gave" in res.stderr
-    res = run("cluster", "a0", "--limit", "2000")
-    assert res.exit_code == 2 and "1 to 1,000 members, not 2000" in res.stderr
+    res = run("cluster", "a0", "--limit", "1001")
+    assert res.exit_code == 2 and "Invalid value for '--limit' / '-n': 1001 is not in the range" in res.stderr
     res = run("cluster")
     assert res.exit_code == 2 and "Missing argument 'ID'" in res.stderr
+
+
+def test_a_bad_limit_is_a_usage_error_before_any_lookup(run, redis_url: str) -> None:  # type: ignore[no-untyped-def]
+    """No index yet: a limit out of range or a bad cursor is said (exit 2), not that the id is not in the
+    index; the CLI's range is the page's (cluster_page.PAGE_LIMIT), as the client's check is."""
+    from dedupd.index.cluster_page import PAGE_LIMIT
+
+    for bad in ("5000", str(PAGE_LIMIT + 1), "0"):
+        res = run("cluster", "a0", "--limit", bad)
+        assert res.exit_code == 2 and res.stdout == "", res.output
+        assert f"{bad} is not in the range 1<=x<={PAGE_LIMIT}" in res.stderr and "index" not in res.stderr
+    assert run("cluster", "a0", "-n", str(PAGE_LIMIT)).exit_code == 1  # in range: not in the index
+    res = run("cluster", "a0", "--cursor", "somewhere")
+    assert res.exit_code == 2 and "cursor 'somewhere' is not one a page gave" in res.stderr
+    with Client.connect(redis_url) as c, pytest.raises(ConfigError, match="1 to 1,000 members, not 5000"):
+        c.cluster("a0", limit=5000)
+
+
+def test_a_document_indexed_before_the_rings_is_shown_without_a_warning(  # type: ignore[no-untyped-def]
+    run, r: redis.Redis, redis_url: str
+) -> None:
+    """A document alone indexed before dedupd kept clusters' members is a cluster of one, no warning; so is
+    an older document with a copy that came after; shown over several pages, that cluster warns that members
+    may be missing, and how to check."""
+    rng = random.Random(2)
+    old = text(rng, 60)
+    push(r, [{"id": "solo", "text": text(rng, 60)}, {"id": "a0", "text": old}])
+    drain(make_daemon(redis_url))
+    r.set(
+        Keys().uf_ring_floor, 1000
+    )  # an index of 1,000 ids when the first daemon that keeps rings opened it
+    res = run("cluster", "solo")
+    assert res.exit_code == 0 and res.stdout == "solo\n"
+    assert res.stderr == "cluster solo: 1 member (no near-duplicate)\n"
+    r.delete(Keys().uf_ring_floor)  # the next daemon sets it: solo and a0 are older than the rings
+    daemon = make_daemon(redis_url)
+    push(r, [{"id": "a1", "text": variant(rng, old, 1)}])
+    drain(daemon)
+    res = run("cluster", "a1", "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout)["complete"] is True
+    assert res.stderr == "cluster a0: 2 members\n"
+    res = run("cluster", "a1", "--limit", "1")
+    assert res.exit_code == 0 and res.stdout == "a1\n"
+    assert res.stderr.splitlines()[1] == (
+        "dedupd: warning: this cluster began before dedupd kept clusters' members (an index made by an "
+        "earlier version): members that joined it before may be missing (only a cluster shown on one page "
+        "can be checked: a larger --limit, up to 1,000)"
+    )
+
+
+@pytest.mark.parametrize("command", [("cluster", "a0"), ("delete", "a0")])
+def test_cluster_and_delete_take_verbose(run, command: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
+    """-v/--verbose, as every one-shot command: informational log lines too (the level INFO, not WARNING)."""
+    for flags, level in (((), logging.WARNING), (("-v",), logging.INFO), (("--verbose",), logging.INFO)):
+        res = run(*command, *flags)
+        assert res.exit_code in (0, 1) and "No such option" not in res.stderr, res.output
+        assert logging.getLogger().level == level, flags
 
 
 def test_cluster_and_delete_explain_themselves() -> None:

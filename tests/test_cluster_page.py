@@ -1,11 +1,13 @@
 """The members of a cluster, a page at a time (index/cluster_page.py, unionfind.CLUSTER_PAGE, Client.cluster),
 against a real redis-server and an in-process daemon: every member once from any member's id, whatever the
-page size; deletes, merges and the cursor of a page whose member was deleted; an index made before the rings."""
+page size; deletes, merges and the cursor of a page whose member was deleted; an index made before the rings,
+and which of its clusters a page can show whole (the script and its in-memory twin on hand-made union-finds)."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 
 import pytest
 import redis
@@ -14,6 +16,7 @@ from helpers import drain, make_daemon, push, text, variant
 from dedupd.client import Client
 from dedupd.daemon.loop import Daemon
 from dedupd.errors import ConfigError
+from dedupd.index import memory_scripts, unionfind
 from dedupd.index.cluster_page import ClusterPage, CursorError, NotIndexedError
 from dedupd.index.keys import Keys
 
@@ -187,3 +190,116 @@ def test_a_cluster_older_than_the_rings_says_it_may_be_incomplete(
     page = client.cluster("a3")
     assert sorted(page.members) == ["a0", "a3"] and not page.complete and page.cluster == "a0"
     assert client.cluster("b1").complete
+
+
+def test_a_document_alone_older_than_the_rings_is_a_whole_cluster(
+    r: redis.Redis, redis_url: str, client: Client
+) -> None:
+    """A document indexed before the rings were kept (its children counted: no count, no child) is a
+    cluster of one, complete; so is an older document joined after the rings by a new copy of it."""
+    rng = random.Random(10)
+    solo, old = {"id": "solo", "text": text(rng, 60)}, copies(rng, "a", 1)[0]
+    push(r, [solo, old])
+    drain(make_daemon(redis_url))
+    r.set(K.uf_ring_floor, 1000)  # as when the first daemon that keeps rings opened an index of 1,000 ids
+    assert client.cluster("solo") == ClusterPage("solo", "solo", ("solo",), None, True)
+    r.delete(K.uf_ring_floor)  # the next daemon to open the index sets it: the two documents are older
+    daemon = make_daemon(redis_url)
+    push(r, [{"id": "a1", "text": variant(rng, old["text"], 1)}])
+    drain(daemon)
+    assert int(r.get(K.uf_ring_floor) or 0) == 2
+    page = client.cluster("a1")
+    assert sorted(page.members) == ["a0", "a1"] and page.complete and page.cluster == "a0"
+    assert client.cluster("solo").complete
+
+
+@dataclass
+class Shape:
+    """A union-find as the scripts leave it, written by hand: documents d<n> have integer id n."""
+
+    ring_floor: int
+    parent: dict[int, int] = field(default_factory=dict)
+    children: dict[int, int] = field(default_factory=dict)
+    cycles: list[list[int]] = field(default_factory=list)  # the rings, each in its order
+    gone: set[int] = field(default_factory=set)  # deleted documents' nodes that stay (no id maps to them)
+    floor: int = 0  # the children counts' floor
+
+    def ring(self) -> dict[int, tuple[int, int]]:
+        return {x: (c[(i + 1) % len(c)], c[i - 1]) for c in self.cycles for i, x in enumerate(c)}
+
+    def store(self) -> memory_scripts.MemoryStore:
+        s = memory_scripts.MemoryStore(parent=dict(self.parent), children=dict(self.children))
+        s.ids = {f"d{n}": n for n in range(1, 10) if n not in self.gone}
+        s.seq, s.gone, s.floor, s.ring, s.ring_floor = (
+            9,
+            set(self.gone),
+            self.floor,
+            self.ring(),
+            self.ring_floor,
+        )
+        return s
+
+    def write(self, r: redis.Redis) -> None:
+        pipe = r.pipeline()
+        pipe.hset(K.id_forward, mapping={f"d{n}": n for n in range(1, 10) if n not in self.gone})
+        pipe.set(K.id_seq, 9).set(K.uf_floor, self.floor).set(K.uf_ring_floor, self.ring_floor)
+        for key, values in ((K.uf_parent, self.parent), (K.uf_children, self.children)):
+            if values:
+                pipe.hset(key, mapping=values)  # type: ignore[arg-type]
+        if self.gone:
+            pipe.hset(K.uf_gone, mapping=dict.fromkeys(self.gone, 1))  # type: ignore[arg-type]
+        if self.cycles:
+            pipe.hset(K.uf_ring, mapping={x: f"{n} {p}" for x, (n, p) in self.ring().items()})
+        pipe.execute()
+
+
+# (a union-find, the document asked about, the page's limit, its cursor, the script's reply)
+WHOLE_OR_NOT: dict[str, tuple[Shape, str, int, str, Sequence[int]]] = {
+    "alone, counted": (Shape(1000), "d1", 10, "", [1, 1, 1, 0, 1]),
+    "alone, older than the counts": (Shape(1000, floor=1000), "d1", 10, "", [1, 1, 0, 0, 1]),
+    # 2 -> 1 before the rings, no union since: 2 is in no ring
+    "a cluster no union touched since": (Shape(1000, {2: 1}, {1: 1}), "d1", 10, "", [1, 1, 0, 0, 1]),
+    "... asked from its member": (Shape(1000, {2: 1}, {1: 1}), "d2", 10, "", [1, 1, 0, 0, 2]),
+    # 4 (new) joined 1 (old, alone before)
+    "an old document and a new one": (Shape(3, {4: 1}, {1: 1}, [[1, 4]]), "d4", 10, "", [1, 1, 1, 0, 4, 1]),
+    "... over two pages": (Shape(3, {4: 1}, {1: 1}, [[1, 4]]), "d1", 1, "", [1, 1, 0, 4, 1]),
+    "... the second page": (Shape(3, {4: 1}, {1: 1}, [[1, 4]]), "d1", 1, "4", [1, 1, 0, 0, 4]),
+    "an old cluster and a new one": (
+        Shape(3, {2: 1, 4: 1}, {1: 2}, [[1, 4]]),
+        "d4",
+        10,
+        "",
+        [1, 1, 0, 0, 4, 1],
+    ),
+    # 1 (alone) and 2 (with 3 before the rings) joined by 5 (new): as many children of 1 as ring nodes
+    # besides it, but 3 is missing, under 2
+    "two old clusters, one a pair": (
+        Shape(4, {3: 2, 2: 1, 5: 1}, {1: 2, 2: 1}, [[1, 5, 2]]),
+        "d5",
+        10,
+        "",
+        [1, 1, 0, 0, 5, 2, 1],
+    ),
+    # 1 and 2 (alone before the rings) joined; 5 (new) joined 2 first; d2 deleted: its node stays
+    "two old documents, one deleted": (
+        Shape(4, {5: 2, 2: 1}, {1: 1, 2: 1}, [[1, 2, 5]], gone={2}),
+        "d1",
+        10,
+        "",
+        [1, 1, 1, 0, 1, 5],
+    ),
+    "a root newer than the rings": (Shape(3, {5: 4}, {4: 1}, [[4, 5]]), "d5", 10, "", [1, 4, 1, 0, 5, 4]),
+}
+
+
+@pytest.mark.parametrize("name", list(WHOLE_OR_NOT))
+def test_a_page_is_whole_only_when_it_shows_every_member(r: redis.Redis, name: str) -> None:
+    """A cluster whose root is older than the rings is whole when one page walks its ring and each older node
+    in it has as many children (counted) as point at it from the ring; the script and its twin agree."""
+    shape, doc_id, limit, at, want = WHOLE_OR_NOT[name]
+    shape.write(r)
+    keys = [K.uf_parent, K.uf_children, K.uf_gone, K.uf_floor, K.uf_ring, K.uf_ring_floor, K.id_seq]
+    script = r.register_script(unionfind.CLUSTER_PAGE)
+    got = script(keys=[*keys, K.id_forward], args=[doc_id, at, limit, 4 * limit + 64])
+    assert got == list(want)
+    assert memory_scripts.cluster_page(shape.store(), doc_id, at, limit, 4 * limit + 64) == list(want)

@@ -12,6 +12,10 @@ import click
 from dedupd.cli.common import common_options, connect_to, plural, settings_from
 from dedupd.cli.failures import EXIT_RUNTIME, fail
 
+#: Said after the warning about a cluster older than the members' rings when it is shown over several pages:
+#: only a page that walks the whole ring can show that no member is missing (unionfind.CLUSTER_PAGE).
+_ONE_PAGE = " (only a cluster shown on one page can be checked: a larger --limit, up to 1,000)"
+
 
 @click.command()
 @common_options
@@ -19,10 +23,12 @@ from dedupd.cli.failures import EXIT_RUNTIME, fail
 @click.option(
     "--limit",
     "-n",
-    type=click.IntRange(min=1),
-    default=100,  # cluster_page.DEFAULT_LIMIT (not imported here: the index's modules load numba's kernels)
+    # cluster_page.PAGE_LIMIT and DEFAULT_LIMIT (not imported here: the index's modules load numba's kernels);
+    # checked by click, so that a bad limit is a usage error before anything is looked up
+    type=click.IntRange(1, 1000),
+    default=100,
     show_default=True,
-    help="The most members to show (at most 1,000); the work of one page is bounded by it, not by the "
+    help="The most members to show (1 to 1,000); the work of one page is bounded by it, not by the "
     "size of the cluster.",
 )
 @click.option(
@@ -35,7 +41,8 @@ from dedupd.cli.failures import EXIT_RUNTIME, fail
     "as_json",
     is_flag=True,
     help="Print the page as one JSON object: id, cluster, members, next (the cursor, null on the last "
-    "page), complete.",
+    "page), complete (false: the cluster began in an index made by an earlier version, and members "
+    "may be missing).",
 )
 def cluster(doc_id: str, limit: int, cursor: str | None, as_json: bool, **opts: Any) -> None:
     """Show the members of the duplicate cluster of the document ID.
@@ -44,10 +51,12 @@ def cluster(doc_id: str, limit: int, cursor: str | None, as_json: bool, **opts: 
     stderr, the cluster's name as alerts show it (its first document's id, '#N' once that one is
     deleted) and how many members were shown. When there are more, it says so and gives the --cursor
     that shows the next page. A document with no near-duplicate is a cluster of one. Reads only; needs
-    no running daemon.
+    no running daemon. A cluster that began in an index made by an earlier version may lack members that
+    joined it before dedupd kept them: a warning says so, unless the page shows that none is missing.
 
-    Exit status 1 when ID is not in the index (never pushed, deleted, or not processed yet), or when the
-    member a cursor points to was deleted meanwhile (list again without --cursor).
+    Exit status 2 for a bad --limit or --cursor; 1 when ID is not in the index (never pushed, deleted,
+    or not processed yet), or when the member a cursor points to was deleted meanwhile (list again
+    without --cursor).
     """
     from dedupd.client import Client
     from dedupd.index.cluster_page import CursorError, NotIndexedError
@@ -73,8 +82,9 @@ def cluster(doc_id: str, limit: int, cursor: str | None, as_json: bool, **opts: 
     else:
         click.echo(f"cluster {page.cluster}: {shown} shown; that was the last page", err=True)
     if not page.complete:
+        paged = "" if page.next is None and cursor is None else _ONE_PAGE
         click.echo(
             "dedupd: warning: this cluster began before dedupd kept clusters' members (an index made by an "
-            "earlier version): members that joined it before may be missing",
+            f"earlier version): members that joined it before may be missing{paged}",
             err=True,
         )

@@ -93,9 +93,9 @@ class ClusterPage:
     cluster: str  # the cluster's name, as alerts show it (its first document's id; '#n' once that is deleted)
     members: tuple[str, ...]  # this page's members (the document itself first on the first page)
     next: str | None  # the cursor of the next page; None: this page is the last
-    complete: (
-        bool  # False: the cluster began before dedupd kept members (an older index): some may be missing
-    )
+    # False: the cluster began before dedupd kept members (an older index), and this page could not show
+    # that none is missing (only a page that lists the whole cluster can: unionfind.CLUSTER_PAGE)
+    complete: bool
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""

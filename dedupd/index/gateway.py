@@ -490,8 +490,7 @@ class RedisGateway:
             CursorError: the cluster changed under the cursor.
         """
         at = checked_args(limit, cursor)
-        keys = [self.keys.uf_parent, self.keys.uf_ring, self.keys.uf_gone, self.keys.uf_ring_floor]
-        keys += [self.keys.id_seq, self.keys.id_forward]
+        keys = [*self._uf, self.keys.uf_ring_floor, self.keys.id_seq, self.keys.id_forward]
         reply = PageReply.of(self._page(keys=keys, args=[doc_id, at, limit, page_steps(limit)]))
         wanted = list(dict.fromkeys([*reply.nums, reply.root])) if reply.state == 1 else []
         stored = dict(zip(wanted, self._stored(wanted) if wanted else [], strict=True))

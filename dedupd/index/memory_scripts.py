@@ -420,7 +420,8 @@ def cluster_page(store: MemoryStore, doc_id: str, at: str, limit: int, steps: in
         return [0, 0, 0, 0]
     root = _walk(store.parent, start)[0]
     out = [1, root, int(root > store.ring_floor), 0]
-    if not at:
+    first = not at
+    if first:
         node = start
     else:
         node = int(at)
@@ -430,13 +431,33 @@ def cluster_page(store: MemoryStore, doc_id: str, at: str, limit: int, steps: in
         if _walk(store.parent, node)[0] != root:
             out[0] = 2
             return out
+    walked: list[int] = []
     for _ in range(steps):
+        walked.append(node)
         if node not in store.gone:
             out.append(node)
         node = store.ring.get(node, (node, node))[0]
         if node == start:
+            if first and not out[2] and _holds_all(store, root, walked):
+                out[2] = 1
             return out
         if len(out) - 4 >= limit:
             break
     out[3] = node
     return out
+
+
+def _holds_all(store: MemoryStore, root: int, nodes: list[int]) -> bool:
+    """cluster_page.lua's holds_all: whether the whole ring walked (``nodes``) holds every member of the
+    cluster of ``root``: it is the root's ring, and each of its nodes older than the rings is counted and has
+    as many children as point at it from the ring."""
+    if root not in nodes:
+        return False
+    kids: dict[int, int] = {}
+    for x in nodes:
+        p = store.parent.get(x, x)
+        if p != x:
+            kids[p] = kids.get(p, 0) + 1
+    return all(
+        x > store.floor and store.children.get(x, 0) == kids.get(x, 0) for x in nodes if x <= store.ring_floor
+    )

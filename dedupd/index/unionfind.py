@@ -30,7 +30,9 @@ and ``CLUSTER_PAGE`` lists its members a page at a time, walking the ring from t
 call's work is bounded by its page, never by the cluster. Cost: one hash field a node in a cluster of two or
 more (``'<next> <prev>'``: about 60 bytes, as its parent entry costs). A cluster whose root was given out
 before the rings were kept (up to :attr:`Keys.uf_ring_floor`, set as the other floor is) may lack the
-members that joined it before; the page says so. Rebuilds leave the union-find, rings included, as it is.
+members that joined it before; the page says so, unless it walked the whole ring and the children counts of
+its older nodes show that none hangs outside it (a document alone, counted, is whole: cluster_page.lua).
+Rebuilds leave the union-find, rings included, as it is.
 
 Example: unions 2 -> 1, then 3 -> 1: the ring 1 -> 2 -> 1, then 1 -> 3 -> 2 -> 1 (``{1: '3 2', 3: '2 1',
 2: '1 3'}``). Delete 3: 1 -> 2 -> 1 again.
