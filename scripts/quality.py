@@ -26,6 +26,11 @@ What it does:
    with at least one true duplicate that some alert names (as its id or in its matches).
    The last line of output is one JSON object with all the figures.
 
+With ``--shuffle SEED`` the same corpus is pushed in another order: a fixed-seed permutation of its
+documents (the lines of one id stay together and in their order, so that the last text of a repeated id is
+still the one that counts), written to a temporary file removed after the run. The truth does not depend
+on the order; bounded work must not either.
+
 Exit status: 0 when recall >= --min-recall, precision >= --min-precision and every daemon exited 0
 after SIGTERM; 1 otherwise; 2 when the run could not be set up.
 
@@ -37,6 +42,7 @@ Examples::
     .venv/bin/python scripts/quality.py --corpus debian --env DEDUPD_SEED=16 --env DEDUPD_BANDS=21 --env DEDUPD_ROWS=6
     .venv/bin/python scripts/quality.py --corpus python --consumers 2 --env DEDUPD_BATCH_SIZE=512
     .venv/bin/python scripts/quality.py --corpus data/my.jsonl --keep
+    .venv/bin/python scripts/quality.py --corpus debian --shuffle 1        # the same documents, another order
     .venv/bin/python scripts/quality.py --corpus debian --redis-url redis://127.0.0.1:30000 --cluster
 """
 
@@ -45,6 +51,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -292,6 +299,33 @@ def resolve_corpus(args: argparse.Namespace) -> Path:
     return path
 
 
+def line_id(line: str) -> str | None:
+    """The id of a JSONL corpus line, or None when it has none (not a JSON object with an id)."""
+    try:
+        doc = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return str(doc["id"]) if isinstance(doc, dict) and "id" in doc else None
+
+
+def shuffled_copy(path: Path, seed: int) -> Path:
+    """A temporary copy of a JSONL corpus with its documents in a fixed-seed random order: the lines of one id
+    together, in their order (a line without an id is a document of its own), blank lines left out. The
+    caller removes the file."""
+    groups: dict[object, list[str]] = {}
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f):
+            if line.strip():
+                key = line_id(line)
+                groups.setdefault(("line", n) if key is None else key, []).append(line.rstrip("\n") + "\n")
+    order = list(groups.values())
+    random.Random(seed).shuffle(order)
+    fd, name = tempfile.mkstemp(prefix="dedupd-quality-shuffled-", suffix=".jsonl")
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.writelines(line for lines in order for line in lines)
+    return Path(name)
+
+
 Daemons = list[tuple[subprocess.Popen[bytes], Path]]
 Pair = tuple[int, int]
 
@@ -431,14 +465,15 @@ def push_and_drain(
     truth: Truth,
     client: Any,
     daemons: Daemons,
+    push_path: Path,
 ) -> tuple[float, float]:
-    """``dedupd push`` the corpus and wait until the group has processed it: (push seconds, seconds from
-    the start of the push to drained)."""
+    """``dedupd push`` the corpus (``push_path``: its file, or a shuffled copy of it) and wait until the group
+    has processed it: (push seconds, seconds from the start of the push to drained)."""
     t_push = time.perf_counter()
     push_log = workdir / "push.log"
     with open(push_log, "wb") as fh:
         push = subprocess.run(
-            [dedupd, "push", "--format", "jsonl", str(truth.corpus_path)],
+            [dedupd, "push", "--format", "jsonl", str(push_path)],
             env=env,
             stdout=fh,
             stderr=subprocess.STDOUT,
@@ -574,7 +609,10 @@ def print_summary(
     push_s, total_s = timing
     ids, text_mb = truth.ids, truth.text_mb
     print()
-    print(f"corpus            {truth.corpus_path}  ({len(ids)} docs, {text_mb:.1f} MB)")
+    print(
+        f"corpus            {truth.corpus_path}  ({len(ids)} docs, {text_mb:.1f} MB)"
+        + (f", shuffled with seed {args.shuffle}" if args.shuffle is not None else ", in its own order")
+    )
     print(
         f"settings          {shingle}, threshold {threshold}, consumers {args.consumers}, "
         f"verify {dict(found.verify_modes) or '-'}" + (f", overrides {overrides}" if overrides else "")
@@ -709,11 +747,15 @@ def run(args: argparse.Namespace) -> int:
     client, url, redis_proc = start_servers(args, env, redis_exe, workdir)
     daemons: Daemons = []
     result: dict[str, Any] = {}
+    push_path = truth.corpus_path
     try:
+        if args.shuffle is not None:
+            push_path = shuffled_copy(truth.corpus_path, args.shuffle)
+            log(f"pushing the documents in the order of seed {args.shuffle} (a temporary copy: {push_path})")
         state = start_daemons(args, dedupd, env, workdir, client, daemons)
 
         # --- push and wait
-        push_s, total_s = push_and_drain(args, dedupd, env, workdir, truth, client, daemons)
+        push_s, total_s = push_and_drain(args, dedupd, env, workdir, truth, client, daemons, push_path)
         state = group_state(client) or state
         log(
             f"drained: {state['added']} entries in {total_s:.1f}s from the start of the push "
@@ -774,6 +816,7 @@ def run(args: argparse.Namespace) -> int:
         )
         result = {
             "corpus": str(truth.corpus_path),
+            "shuffle": args.shuffle,
             "docs": len(ids),
             "text_mb": round(truth.text_mb, 2),
             "shingle": shingle,
@@ -825,6 +868,8 @@ def run(args: argparse.Namespace) -> int:
             f"(min {args.min_precision}), daemons exited {codes}"
         )
     finally:
+        if push_path != truth.corpus_path:
+            push_path.unlink(missing_ok=True)
         clean_up(args, daemons, client, redis_proc, workdir, url)
     print(json.dumps(result), flush=True)
     return 0 if result["ok"] else 1
@@ -845,6 +890,14 @@ def main(argv: list[str] | None = None) -> int:
         f"{DEFAULT_PYTHON_MAX_DOCS} (0 = the whole corpus), debian to all",
     )
     ap.add_argument("--limit", type=int, default=None, help="keep only the first N documents (smoke runs)")
+    ap.add_argument(
+        "--shuffle",
+        type=int,
+        default=None,
+        metavar="SEED",
+        help="push the documents in a fixed-seed random order (the lines of one id kept together, in "
+        "order), from a temporary copy removed after; the truth is the same (default: the file's order)",
+    )
     ap.add_argument(
         "--corpus-seed",
         type=int,
