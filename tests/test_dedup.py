@@ -14,6 +14,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -185,6 +186,68 @@ def test_standard_input_through_a_real_pipe(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == (text + "\r\nanother line\r\nthe last one, unterminated\n").encode()
     assert proc.stderr.decode().startswith("4 documents, 3 kept, 1 dropped in 1 cluster, ")
+
+
+def test_a_fifo_is_copied_for_the_second_pass(tmp_path: Path) -> None:
+    """A named pipe can be read once only: the lines to keep are written from a copy made while it was
+    read, not from a second read of the pipe (which would wait for a writer that never comes)."""
+    texts = planted(random.Random(5), bases=10)
+    expected = [texts[c[0]] for c in components(texts)]
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        with open(fifo, "wb") as w:
+            w.write("".join(t + "\n" for t in texts).encode())
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    proc = subprocess.run([*DEDUPD, "dedup", str(fifo), "--format", "text"], capture_output=True, timeout=120)
+    writer.join(timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode().splitlines() == expected
+    assert proc.stderr.decode().startswith(f"{len(texts)} documents, {len(expected)} kept, ")
+
+
+def test_a_process_substitution_is_copied_for_the_second_pass(tmp_path: Path) -> None:
+    """`dedupd dedup <(cat FILE)`: FILE is /dev/fd/N, a pipe that is empty when read again; the lines to
+    keep still come out (not 0 lines under a summary that says some were kept)."""
+    t = " ".join(WORDS[:30])
+    data = f"{t}\n{t}\nsomething else\n".encode()
+    r, w = os.pipe()
+    writer = threading.Thread(target=lambda: (os.write(w, data), os.close(w)), daemon=True)
+    writer.start()
+    try:
+        proc = subprocess.run(
+            [*DEDUPD, "dedup", f"/dev/fd/{r}", "--format", "text"],
+            pass_fds=(r,),
+            capture_output=True,
+            timeout=120,
+        )
+    finally:
+        os.close(r)
+        writer.join(timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode().splitlines() == [t, "something else"]
+    assert proc.stderr.decode().startswith("3 documents, 2 kept, 1 dropped in 1 cluster, ")
+
+
+def test_standard_input_from_a_file_is_read_again_from_where_it_started(tmp_path: Path) -> None:
+    """Standard input redirected from a regular file (`{ head -1; dedupd dedup -; } < FILE`) is read a
+    second time from its offset at the start, not from the file's beginning."""
+    t = " ".join(WORDS[:30])
+    src = tmp_path / "docs.txt"
+    src.write_text(f"a header line\n{t}\n{t}\nsomething else\n")
+    fd = os.open(src, os.O_RDONLY)
+    try:
+        os.lseek(fd, len("a header line\n"), os.SEEK_SET)
+        proc = subprocess.run(
+            [*DEDUPD, "dedup", "-", "--format", "text"], stdin=fd, capture_output=True, timeout=120
+        )
+    finally:
+        os.close(fd)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode().splitlines() == [t, "something else"]
 
 
 def test_repeated_ids_are_documents_each(run: Any, tmp_path: Path) -> None:
