@@ -7,10 +7,12 @@ pipe, the temporary directory of the environment).
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -22,8 +24,10 @@ from typing import Any
 import pytest
 import redis
 from click.testing import CliRunner, Result
+from procs import wait_for
 
 import dedupd.ops.dedup as dedup_module
+import dedupd.server.private as private_server
 from dedupd.cli import cli
 from dedupd.ops.inprocess import InProcessEngine
 
@@ -318,6 +322,118 @@ def test_an_interrupted_run_leaves_nothing_behind(
     assert list(tmp.iterdir()) == []
     with pytest.raises(ProcessLookupError):
         os.kill(servers[0], 0)
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie no longer does: an orphan is reaped by whoever adopts it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not stat.exists() or stat.read_text().rpartition(")")[2].split()[0] != "Z"
+
+
+def _dedup_under_way(tmp: Path, out: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """A `dedupd dedup - -o OUT` process with TMPDIR=tmp, fed through a pipe left open, once its engine
+    has indexed documents; and the pid of its private server."""
+    texts = planted(random.Random(3), bases=20)
+    proc = subprocess.Popen(
+        [*DEDUPD, "dedup", "-", "--format", "text", "--batch-size", "1", "-o", str(out)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "TMPDIR": str(tmp)},
+    )
+    assert proc.stdin is not None
+    proc.stdin.write("".join(t + "\n" for t in texts).encode())
+    proc.stdin.flush()  # (and left open: the run waits for more)
+    wait_for(lambda: bool(list(tmp.glob("dedupd-job-*/redis.sock"))), 60, "the private server")
+    server = redis.Redis(unix_socket_path=str(next(tmp.glob("dedupd-job-*/redis.sock"))))
+    wait_for(lambda: server.dbsize() > 0, 60, "documents indexed")
+    pid = int(server.info("server")["process_id"])
+    server.close()
+    return proc, pid
+
+
+def test_sigterm_mid_run_leaves_nothing_behind(tmp_path: Path) -> None:
+    """SIGTERM while the engine works ends the run as Ctrl-C does: exit 143, one line on stderr, -o's file
+    as it was, no OUT.*.part, no dedupd-job-* directory, the private server stopped."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    out = tmp_path / "out.txt"
+    out.write_text("before\n")
+    proc, server_pid = _dedup_under_way(tmp, out)
+    try:
+        assert list(tmp_path.glob(".out.txt.*.part"))
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode()
+    assert code == 143, err
+    assert err == "dedupd: terminated\n"
+    assert out.read_text() == "before\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt", "tmp"]
+    assert list(tmp.iterdir()) == []
+    assert not running(server_pid)
+
+
+def test_the_directory_a_killed_run_left_is_removed_by_the_next(
+    run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kill -9 leaves the job's directory behind (its server stops with it); the next dedup removes it."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc, server_pid = _dedup_under_way(tmp, tmp_path / "out.txt")
+    proc.kill()
+    proc.wait(timeout=60)
+    wait_for(lambda: not running(server_pid), 60, "the private server to stop")
+    (left,) = tmp.iterdir()
+    assert left.name.startswith("dedupd-job-")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    src = tmp_path / "docs.txt"
+    src.write_text("one document\nanother one\n")
+    res = run(str(src), "-o", os.devnull)
+    assert res.exit_code == 0, res.output
+    assert list(tmp.iterdir()) == []
+
+
+def test_only_the_directories_of_jobs_proved_gone_are_removed(tmp_path: Path) -> None:
+    """A directory is removed only when its job.lock can be locked (the job is gone) and its pid file names
+    no running server; one whose job runs, whose server runs, or that has no lock file is left alone."""
+
+    def job(name: str, pid: int | None, lock: bool = True) -> Path:
+        d = tmp_path / name
+        d.mkdir()
+        (d / "redis.log").write_text("log\n")
+        if lock:
+            (d / "job.lock").touch()
+        if pid is not None:
+            (d / "redis.pid").write_text(f"{pid}\n")
+        return d
+
+    ended = subprocess.Popen(["true"])  # (a pid that ran and is gone)
+    ended.wait()
+    dead = job("dedupd-job-dead", ended.pid)
+    stopped = job("dedupd-job-stopped", None)
+    running = job("dedupd-job-running", None)
+    serving = job("dedupd-job-serving", os.getpid())
+    older = job("dedupd-job-older", None, lock=False)
+    other = job("other-dir", None)
+    held = os.open(running / "job.lock", os.O_RDWR)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        removed = private_server.remove_stale_jobs(tmp_path)
+    finally:
+        os.close(held)
+    assert sorted(removed) == [dead, stopped]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        p.name for p in (running, serving, older, other)
+    )
 
 
 def test_output_may_replace_the_input_file(run: Any, tmp_path: Path) -> None:

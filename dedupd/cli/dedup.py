@@ -16,7 +16,7 @@ import click
 
 from dedupd.cli.common import settings_from, similarity_options
 from dedupd.cli.documents import BadLines
-from dedupd.cli.failures import EXIT_RUNTIME
+from dedupd.cli.failures import EXIT_RUNTIME, sigterm_unwinds
 from dedupd.errors import ConfigError
 
 
@@ -148,7 +148,8 @@ def dedup(
 
     Bad lines (invalid JSON, not UTF-8, no text, an op other than upsert, over the size bounds) are
     reported with their line number and left out, and the run exits 1; it exits 2 for a usage or input
-    file problem. Memory: the private Redis holds the index, about 1 KB per document plus 5 bytes per
+    file problem. Stopped by Ctrl-C (exit 130) or SIGTERM (exit 143), it leaves -o's file as it was and
+    nothing behind; the directory of a run killed with kill -9 is removed by the next one. Memory: the private Redis holds the index, about 1 KB per document plus 5 bytes per
     word with --verify exact (the default).
 
     \b
@@ -173,6 +174,7 @@ def dedup(
     )
     bad.newline = "\n" if bar else ""
     with (
+        sigterm_unwinds(),
         _quiet_dead_letters(settings.log_level),
         _written(output, "wb") as out,
         _written(clusters_file, "w") if clusters_file else contextlib.nullcontext() as clusters,
