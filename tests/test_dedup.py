@@ -517,3 +517,16 @@ def test_help_explains_the_command(run: Any) -> None:
     assert res.exit_code == 0
     for words in ("--keep", "--clusters", "private Redis", "--threshold", "--shingle", "exits 1"):
         assert words in res.output
+
+
+def test_format_help_says_auto_as_push_reads_it(run: Any) -> None:
+    """--format auto's help is push's: a first line that is a JSON object means JSONL, a plain-text line in
+    it gets a warning, other JSON values are bad lines (not "each line starting with '{' is JSONL")."""
+    from dedupd.cli.documents import AUTO_LINES_HELP
+
+    res = run("--help")
+    assert res.exit_code == 0
+    shown = " ".join(res.output.split())
+    assert " ".join(AUTO_LINES_HELP.split()) in shown
+    assert "first line is a JSON object is JSONL" in shown and "is a bad line" in shown
+    assert "a file starting with a JSON array is refused" in shown

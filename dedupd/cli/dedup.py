@@ -15,7 +15,7 @@ from typing import IO, Any, BinaryIO, TextIO, cast
 import click
 
 from dedupd.cli.common import settings_from, similarity_options
-from dedupd.cli.documents import BadLines
+from dedupd.cli.documents import AUTO_LINES_HELP, BadLines
 from dedupd.cli.failures import EXIT_RUNTIME, sigterm_unwinds
 from dedupd.errors import ConfigError
 
@@ -98,8 +98,9 @@ def _file_mode(target: Path) -> int:
     type=click.Choice(["auto", "jsonl", "text"]),
     default="auto",
     show_default=True,
-    help="jsonl: one JSON object per line with the fields `dedupd push` takes (id, text, ...); text: one "
-    "document per line; auto: each line starting with '{' is JSONL, any other is text.",
+    help="jsonl: one JSON object per line with the fields `dedupd push` takes (id, text, ...; any other line "
+    "is a bad line); text: one document per line; auto, as `dedupd push` reads a file: a file starting "
+    "with a JSON array is refused (write it as JSONL), " + AUTO_LINES_HELP,
 )
 @click.option(
     "--id-prefix",
