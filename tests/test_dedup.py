@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import importlib.util
 import json
+import logging
 import os
 import random
 import signal
@@ -530,3 +531,28 @@ def test_format_help_says_auto_as_push_reads_it(run: Any) -> None:
     assert " ".join(AUTO_LINES_HELP.split()) in shown
     assert "first line is a JSON object is JSONL" in shown and "is a bad line" in shown
     assert "a file starting with a JSON array is refused" in shown
+
+
+@pytest.mark.parametrize("level", ["WARNING", "INFO", "DEBUG"])
+def test_only_the_processors_dead_letter_lines_are_left_out(
+    level: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """While dedup runs, the processor's line per dead letter is left out (dedup tells each as a bad line
+    with its line number), unless at DEBUG; its other lines (a warning, with -v its informational ones) are
+    shown as always, and after the run the dead-letter line is back."""
+    from dedupd.cli.dedup import _quiet_dead_letters
+    from dedupd.daemon.dead_letters import DEAD_LETTERED
+
+    logger = logging.getLogger("dedupd.processor")
+    with caplog.at_level(logging.DEBUG):
+        with _quiet_dead_letters(level):
+            logger.warning(DEAD_LETTERED, "0-1", "too_large", "field 'text' has 1500 bytes")
+            logger.warning("a warning of the processor")
+            logger.info("a line of the processor")
+        logger.warning(DEAD_LETTERED, "0-2", "too_large", "field 'text' has 1500 bytes")
+    during = ["a warning of the processor", "a line of the processor"]
+    if level == "DEBUG":
+        during.insert(0, "dead-lettered 0-1: too_large (field 'text' has 1500 bytes)")
+    after = ["dead-lettered 0-2: too_large (field 'text' has 1500 bytes)"]
+    assert [r.getMessage() for r in caplog.records if r.name == "dedupd.processor"] == during + after
+    assert logger.level == logging.NOTSET and not logger.filters

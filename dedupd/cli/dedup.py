@@ -46,15 +46,30 @@ def _written(path: str, mode: str) -> Iterator[IO[Any]]:
 @contextlib.contextmanager
 def _quiet_dead_letters(level: str) -> Iterator[None]:
     """Unless at DEBUG, the processor's log line per dead letter is left out while dedup runs: each is
-    told as a bad line with its line number (the engine's entry ids mean nothing to the user)."""
+    told as a bad line with its line number (the engine's entry ids mean nothing to the user). Its other
+    lines are shown as at any time."""
     logger = logging.getLogger("dedupd.processor")
-    before = logger.level
+    quiet = _NoDeadLetterLines()
     if level != "DEBUG":
-        logger.setLevel(logging.ERROR)
+        logger.addFilter(quiet)
     try:
         yield
     finally:
-        logger.setLevel(before)
+        logger.removeFilter(quiet)
+
+
+class _NoDeadLetterLines(logging.Filter):
+    """Drops the processor's line per dead letter (:data:`~dedupd.daemon.dead_letters.DEAD_LETTERED`),
+    and nothing else."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from dedupd.daemon.dead_letters import DEAD_LETTERED  # (the settings load only when dedup runs)
+
+        self.dropped = DEAD_LETTERED
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != self.dropped
 
 
 def _file_mode(target: Path) -> int:
