@@ -556,3 +556,19 @@ def test_only_the_processors_dead_letter_lines_are_left_out(
     after = ["dead-lettered 0-2: too_large (field 'text' has 1500 bytes)"]
     assert [r.getMessage() for r in caplog.records if r.name == "dedupd.processor"] == during + after
     assert logger.level == logging.NOTSET and not logger.filters
+
+
+@pytest.mark.parametrize("flag", ["-v", "--verbose"])
+def test_verbose_says_more_on_stderr(run: Any, tmp_path: Path, flag: str) -> None:
+    """`dedup -v` (as the README says of every one-shot command): informational lines on stderr (where the
+    private server is, what was indexed); without it only the summary."""
+    src = tmp_path / "docs.txt"
+    src.write_text("one document here\none document here\nanother one\n")
+    quiet = run(str(src))
+    res = run(str(src), flag)
+    assert res.exit_code == 0, res.output
+    assert res.stdout == quiet.stdout == "one document here\nanother one\n"
+    assert " INFO dedupd.private: private Redis of this job at unix socket " in res.stderr
+    assert " INFO dedupd.dedup: 3 documents indexed and their final clusters read in " in res.stderr
+    assert res.stderr.splitlines()[-1].startswith("3 documents, 2 kept, 1 dropped in 1 cluster, ")
+    assert quiet.stderr.startswith("3 documents, 2 kept") and quiet.stderr.count("\n") == 1

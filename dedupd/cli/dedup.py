@@ -14,7 +14,7 @@ from typing import IO, Any, BinaryIO, TextIO, cast
 
 import click
 
-from dedupd.cli.common import settings_from, similarity_options
+from dedupd.cli.common import settings_from, similarity_options, verbose_option
 from dedupd.cli.documents import AUTO_LINES_HELP, BadLines
 from dedupd.cli.failures import EXIT_RUNTIME, sigterm_unwinds
 from dedupd.errors import ConfigError
@@ -138,8 +138,9 @@ def _file_mode(target: Path) -> int:
 @click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-    help="Log level (DEDUPD_LOG_LEVEL, any case).",
+    help="Log level (DEDUPD_LOG_LEVEL, any case; unset: WARNING).",
 )
+@verbose_option
 def dedup(
     file: str,
     output: str,
@@ -148,6 +149,7 @@ def dedup(
     fmt: str,
     id_prefix: str | None,
     config_file: str | None,
+    verbose: bool,
     **opts: Any,
 ) -> None:
     """Remove the near-duplicates of FILE (or - for standard input): one command, no server to run.
@@ -179,7 +181,7 @@ def dedup(
         os.environ["DEDUPD_CONFIG"] = config_file
     if clusters_file is not None and clusters_file == output:
         raise click.UsageError("--clusters and -o name the same file: give each its own")
-    settings = settings_from(**opts)
+    settings = settings_from(verbose=verbose, **opts)
     name = "stdin" if file == "-" else os.fsencode(os.path.basename(file)).decode("utf-8", "backslashreplace")
     bad = BadLines(name)
     size = os.path.getsize(file) if file != "-" and os.path.isfile(file) else None

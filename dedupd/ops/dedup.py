@@ -27,6 +27,7 @@ from __future__ import annotations
 import array
 import contextlib
 import json
+import logging
 import os
 import stat
 import time
@@ -51,6 +52,7 @@ FORMATS = ("auto", "jsonl", "text")
 # latency it keeps low); a whole file is done in fewer round trips with larger batches
 BATCH_SIZE = 1000
 I64Array = npt.NDArray[np.int64]
+log = logging.getLogger("dedupd.dedup")
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +227,14 @@ def dedup(
             lines = _read(stream, spool, on_bytes)
             _index(engine, _documents(lines, fmt, prefix, name, private, report, warn), docs, report)
             labels = engine.clusters()
+        log.info(
+            "%s indexed and their final clusters read in %.1f s; %s",
+            _count(engine.added, "document"),
+            time.monotonic() - started,
+            "writing the lines to keep from a second pass over the input"
+            if start is not None
+            else "writing the lines to keep from the copy of the input (it is not a regular file)",
+        )
         lengths = np.frombuffer(docs.lengths, dtype=np.int64) if docs.lengths else np.zeros(0, np.int64)
         kept = kept_documents(labels, lengths, keep)
         line_nos = np.frombuffer(docs.lines, dtype=np.int64) if docs.lines else np.zeros(0, np.int64)
