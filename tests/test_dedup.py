@@ -7,13 +7,17 @@ pipe, the temporary directory of the environment).
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
+import logging
 import os
 import random
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,8 +25,10 @@ from typing import Any
 import pytest
 import redis
 from click.testing import CliRunner, Result
+from procs import wait_for
 
 import dedupd.ops.dedup as dedup_module
+import dedupd.server.private as private_server
 from dedupd.cli import cli
 from dedupd.ops.inprocess import InProcessEngine
 
@@ -187,6 +193,68 @@ def test_standard_input_through_a_real_pipe(tmp_path: Path) -> None:
     assert proc.stderr.decode().startswith("4 documents, 3 kept, 1 dropped in 1 cluster, ")
 
 
+def test_a_fifo_is_copied_for_the_second_pass(tmp_path: Path) -> None:
+    """A named pipe can be read once only: the lines to keep are written from a copy made while it was
+    read, not from a second read of the pipe (which would wait for a writer that never comes)."""
+    texts = planted(random.Random(5), bases=10)
+    expected = [texts[c[0]] for c in components(texts)]
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        with open(fifo, "wb") as w:
+            w.write("".join(t + "\n" for t in texts).encode())
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    proc = subprocess.run([*DEDUPD, "dedup", str(fifo), "--format", "text"], capture_output=True, timeout=120)
+    writer.join(timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode().splitlines() == expected
+    assert proc.stderr.decode().startswith(f"{len(texts)} documents, {len(expected)} kept, ")
+
+
+def test_a_process_substitution_is_copied_for_the_second_pass(tmp_path: Path) -> None:
+    """`dedupd dedup <(cat FILE)`: FILE is /dev/fd/N, a pipe that is empty when read again; the lines to
+    keep still come out (not 0 lines under a summary that says some were kept)."""
+    t = " ".join(WORDS[:30])
+    data = f"{t}\n{t}\nsomething else\n".encode()
+    r, w = os.pipe()
+    writer = threading.Thread(target=lambda: (os.write(w, data), os.close(w)), daemon=True)
+    writer.start()
+    try:
+        proc = subprocess.run(
+            [*DEDUPD, "dedup", f"/dev/fd/{r}", "--format", "text"],
+            pass_fds=(r,),
+            capture_output=True,
+            timeout=120,
+        )
+    finally:
+        os.close(r)
+        writer.join(timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode().splitlines() == [t, "something else"]
+    assert proc.stderr.decode().startswith("3 documents, 2 kept, 1 dropped in 1 cluster, ")
+
+
+def test_standard_input_from_a_file_is_read_again_from_where_it_started(tmp_path: Path) -> None:
+    """Standard input redirected from a regular file (`{ head -1; dedupd dedup -; } < FILE`) is read a
+    second time from its offset at the start, not from the file's beginning."""
+    t = " ".join(WORDS[:30])
+    src = tmp_path / "docs.txt"
+    src.write_text(f"a header line\n{t}\n{t}\nsomething else\n")
+    fd = os.open(src, os.O_RDONLY)
+    try:
+        os.lseek(fd, len("a header line\n"), os.SEEK_SET)
+        proc = subprocess.run(
+            [*DEDUPD, "dedup", "-", "--format", "text"], stdin=fd, capture_output=True, timeout=120
+        )
+    finally:
+        os.close(fd)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode().splitlines() == [t, "something else"]
+
+
 def test_repeated_ids_are_documents_each(run: Any, tmp_path: Path) -> None:
     """Two lines with one id are two documents: an exact repeat is dropped, a different text kept."""
     src = tmp_path / "rep.jsonl"
@@ -255,6 +323,118 @@ def test_an_interrupted_run_leaves_nothing_behind(
     assert list(tmp.iterdir()) == []
     with pytest.raises(ProcessLookupError):
         os.kill(servers[0], 0)
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie no longer does: an orphan is reaped by whoever adopts it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not stat.exists() or stat.read_text().rpartition(")")[2].split()[0] != "Z"
+
+
+def _dedup_under_way(tmp: Path, out: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """A `dedupd dedup - -o OUT` process with TMPDIR=tmp, fed through a pipe left open, once its engine
+    has indexed documents; and the pid of its private server."""
+    texts = planted(random.Random(3), bases=20)
+    proc = subprocess.Popen(
+        [*DEDUPD, "dedup", "-", "--format", "text", "--batch-size", "1", "-o", str(out)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "TMPDIR": str(tmp)},
+    )
+    assert proc.stdin is not None
+    proc.stdin.write("".join(t + "\n" for t in texts).encode())
+    proc.stdin.flush()  # (and left open: the run waits for more)
+    wait_for(lambda: bool(list(tmp.glob("dedupd-job-*/redis.sock"))), 60, "the private server")
+    server = redis.Redis(unix_socket_path=str(next(tmp.glob("dedupd-job-*/redis.sock"))))
+    wait_for(lambda: server.dbsize() > 0, 60, "documents indexed")
+    pid = int(server.info("server")["process_id"])
+    server.close()
+    return proc, pid
+
+
+def test_sigterm_mid_run_leaves_nothing_behind(tmp_path: Path) -> None:
+    """SIGTERM while the engine works ends the run as Ctrl-C does: exit 143, one line on stderr, -o's file
+    as it was, no OUT.*.part, no dedupd-job-* directory, the private server stopped."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    out = tmp_path / "out.txt"
+    out.write_text("before\n")
+    proc, server_pid = _dedup_under_way(tmp, out)
+    try:
+        assert list(tmp_path.glob(".out.txt.*.part"))
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode()
+    assert code == 143, err
+    assert err == "dedupd: terminated\n"
+    assert out.read_text() == "before\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt", "tmp"]
+    assert list(tmp.iterdir()) == []
+    assert not running(server_pid)
+
+
+def test_the_directory_a_killed_run_left_is_removed_by_the_next(
+    run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kill -9 leaves the job's directory behind (its server stops with it); the next dedup removes it."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc, server_pid = _dedup_under_way(tmp, tmp_path / "out.txt")
+    proc.kill()
+    proc.wait(timeout=60)
+    wait_for(lambda: not running(server_pid), 60, "the private server to stop")
+    (left,) = tmp.iterdir()
+    assert left.name.startswith("dedupd-job-")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    src = tmp_path / "docs.txt"
+    src.write_text("one document\nanother one\n")
+    res = run(str(src), "-o", os.devnull)
+    assert res.exit_code == 0, res.output
+    assert list(tmp.iterdir()) == []
+
+
+def test_only_the_directories_of_jobs_proved_gone_are_removed(tmp_path: Path) -> None:
+    """A directory is removed only when its job.lock can be locked (the job is gone) and its pid file names
+    no running server; one whose job runs, whose server runs, or that has no lock file is left alone."""
+
+    def job(name: str, pid: int | None, lock: bool = True) -> Path:
+        d = tmp_path / name
+        d.mkdir()
+        (d / "redis.log").write_text("log\n")
+        if lock:
+            (d / "job.lock").touch()
+        if pid is not None:
+            (d / "redis.pid").write_text(f"{pid}\n")
+        return d
+
+    ended = subprocess.Popen(["true"])  # (a pid that ran and is gone)
+    ended.wait()
+    dead = job("dedupd-job-dead", ended.pid)
+    stopped = job("dedupd-job-stopped", None)
+    running = job("dedupd-job-running", None)
+    serving = job("dedupd-job-serving", os.getpid())
+    older = job("dedupd-job-older", None, lock=False)
+    other = job("other-dir", None)
+    held = os.open(running / "job.lock", os.O_RDWR)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        removed = private_server.remove_stale_jobs(tmp_path)
+    finally:
+        os.close(held)
+    assert sorted(removed) == [dead, stopped]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        p.name for p in (running, serving, older, other)
+    )
 
 
 def test_output_may_replace_the_input_file(run: Any, tmp_path: Path) -> None:
@@ -338,3 +518,57 @@ def test_help_explains_the_command(run: Any) -> None:
     assert res.exit_code == 0
     for words in ("--keep", "--clusters", "private Redis", "--threshold", "--shingle", "exits 1"):
         assert words in res.output
+
+
+def test_format_help_says_auto_as_push_reads_it(run: Any) -> None:
+    """--format auto's help is push's: a first line that is a JSON object means JSONL, a plain-text line in
+    it gets a warning, other JSON values are bad lines (not "each line starting with '{' is JSONL")."""
+    from dedupd.cli.documents import AUTO_LINES_HELP
+
+    res = run("--help")
+    assert res.exit_code == 0
+    shown = " ".join(res.output.split())
+    assert " ".join(AUTO_LINES_HELP.split()) in shown
+    assert "first line is a JSON object is JSONL" in shown and "is a bad line" in shown
+    assert "a file starting with a JSON array is refused" in shown
+
+
+@pytest.mark.parametrize("level", ["WARNING", "INFO", "DEBUG"])
+def test_only_the_processors_dead_letter_lines_are_left_out(
+    level: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """While dedup runs, the processor's line per dead letter is left out (dedup tells each as a bad line
+    with its line number), unless at DEBUG; its other lines (a warning, with -v its informational ones) are
+    shown as always, and after the run the dead-letter line is back."""
+    from dedupd.cli.dedup import _quiet_dead_letters
+    from dedupd.daemon.dead_letters import DEAD_LETTERED
+
+    logger = logging.getLogger("dedupd.processor")
+    with caplog.at_level(logging.DEBUG):
+        with _quiet_dead_letters(level):
+            logger.warning(DEAD_LETTERED, "0-1", "too_large", "field 'text' has 1500 bytes")
+            logger.warning("a warning of the processor")
+            logger.info("a line of the processor")
+        logger.warning(DEAD_LETTERED, "0-2", "too_large", "field 'text' has 1500 bytes")
+    during = ["a warning of the processor", "a line of the processor"]
+    if level == "DEBUG":
+        during.insert(0, "dead-lettered 0-1: too_large (field 'text' has 1500 bytes)")
+    after = ["dead-lettered 0-2: too_large (field 'text' has 1500 bytes)"]
+    assert [r.getMessage() for r in caplog.records if r.name == "dedupd.processor"] == during + after
+    assert logger.level == logging.NOTSET and not logger.filters
+
+
+@pytest.mark.parametrize("flag", ["-v", "--verbose"])
+def test_verbose_says_more_on_stderr(run: Any, tmp_path: Path, flag: str) -> None:
+    """`dedup -v` (as the README says of every one-shot command): informational lines on stderr (where the
+    private server is, what was indexed); without it only the summary."""
+    src = tmp_path / "docs.txt"
+    src.write_text("one document here\none document here\nanother one\n")
+    quiet = run(str(src))
+    res = run(str(src), flag)
+    assert res.exit_code == 0, res.output
+    assert res.stdout == quiet.stdout == "one document here\nanother one\n"
+    assert " INFO dedupd.private: private Redis of this job at unix socket " in res.stderr
+    assert " INFO dedupd.dedup: 3 documents indexed and their final clusters read in " in res.stderr
+    assert res.stderr.splitlines()[-1].startswith("3 documents, 2 kept, 1 dropped in 1 cluster, ")
+    assert quiet.stderr.startswith("3 documents, 2 kept") and quiet.stderr.count("\n") == 1

@@ -177,3 +177,20 @@ def test_progress_after_a_second_names_each_phase(capsys: pytest.CaptureFixture[
         now(phase, 1, 2)
     now.finish()
     assert capsys.readouterr().err == "dedupd: fingerprinting...\ndedupd: comparing pairs...\n"
+
+
+@pytest.mark.parametrize("flag", ["-v", "--verbose"])
+def test_verbose_says_more_on_stderr(flag: str, feed: tuple[Path, list[dict[str, str]]]) -> None:
+    """`tune -v` (as the README says of every one-shot command): informational lines on stderr, the
+    report on stdout as without it; without -v no such line."""
+    path, _ = feed
+    quiet = CliRunner().invoke(cli, ["tune"])
+    res = CliRunner().invoke(cli, ["tune", flag])
+    assert res.exit_code == 0, res.output
+    assert res.stdout == quiet.stdout
+    assert " INFO dedupd.cli: config file: none (built-in defaults" in res.stderr
+    assert " INFO " not in quiet.stderr
+    res = CliRunner().invoke(cli, ["tune", "--sample", str(path), flag])
+    assert res.exit_code == 0, res.output
+    assert re.search(r" INFO dedupd.cli: read \d+ documents of feed.jsonl in ", res.stderr), res.stderr
+    assert " INFO dedupd.cli: their pairs at a similarity of 0.3 or more found in " in res.stderr

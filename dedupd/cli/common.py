@@ -27,6 +27,14 @@ def plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n:,} {one if n == 1 else (many or one + 's')}"
 
 
+def verbose_option(func: F) -> F:
+    """``-v/--verbose``: informational log lines on stderr too (every command that logs takes it; its
+    function passes ``verbose`` on to :func:`settings_from`)."""
+    return click.option(
+        "-v", "--verbose", is_flag=True, help="Informational log lines too (as --log-level INFO)."
+    )(func)
+
+
 def common_options(func: F) -> F:
     """Options every command that talks to Redis takes (each also has a DEDUPD_* variable)."""
 
@@ -45,7 +53,7 @@ def common_options(func: F) -> F:
         help="Log level (DEDUPD_LOG_LEVEL, any case). Unset: INFO for `dedupd serve`, WARNING for the "
         "other commands.",
     )
-    @click.option("-v", "--verbose", is_flag=True, help="Informational log lines too (as --log-level INFO).")
+    @verbose_option
     @functools.wraps(func)
     def wrapper(*args: Any, config_file: str | None, **kwargs: Any) -> Any:
         if config_file:

@@ -14,9 +14,9 @@ from typing import IO, Any, BinaryIO, TextIO, cast
 
 import click
 
-from dedupd.cli.common import settings_from, similarity_options
-from dedupd.cli.documents import BadLines
-from dedupd.cli.failures import EXIT_RUNTIME
+from dedupd.cli.common import settings_from, similarity_options, verbose_option
+from dedupd.cli.documents import AUTO_LINES_HELP, BadLines
+from dedupd.cli.failures import EXIT_RUNTIME, sigterm_unwinds
 from dedupd.errors import ConfigError
 
 
@@ -46,15 +46,30 @@ def _written(path: str, mode: str) -> Iterator[IO[Any]]:
 @contextlib.contextmanager
 def _quiet_dead_letters(level: str) -> Iterator[None]:
     """Unless at DEBUG, the processor's log line per dead letter is left out while dedup runs: each is
-    told as a bad line with its line number (the engine's entry ids mean nothing to the user)."""
+    told as a bad line with its line number (the engine's entry ids mean nothing to the user). Its other
+    lines are shown as at any time."""
     logger = logging.getLogger("dedupd.processor")
-    before = logger.level
+    quiet = _NoDeadLetterLines()
     if level != "DEBUG":
-        logger.setLevel(logging.ERROR)
+        logger.addFilter(quiet)
     try:
         yield
     finally:
-        logger.setLevel(before)
+        logger.removeFilter(quiet)
+
+
+class _NoDeadLetterLines(logging.Filter):
+    """Drops the processor's line per dead letter (:data:`~dedupd.daemon.dead_letters.DEAD_LETTERED`),
+    and nothing else."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from dedupd.daemon.dead_letters import DEAD_LETTERED  # (the settings load only when dedup runs)
+
+        self.dropped = DEAD_LETTERED
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != self.dropped
 
 
 def _file_mode(target: Path) -> int:
@@ -98,8 +113,9 @@ def _file_mode(target: Path) -> int:
     type=click.Choice(["auto", "jsonl", "text"]),
     default="auto",
     show_default=True,
-    help="jsonl: one JSON object per line with the fields `dedupd push` takes (id, text, ...); text: one "
-    "document per line; auto: each line starting with '{' is JSONL, any other is text.",
+    help="jsonl: one JSON object per line with the fields `dedupd push` takes (id, text, ...; any other line "
+    "is a bad line); text: one document per line; auto, as `dedupd push` reads a file: a file starting "
+    "with a JSON array is refused (write it as JSONL), " + AUTO_LINES_HELP,
 )
 @click.option(
     "--id-prefix",
@@ -122,8 +138,9 @@ def _file_mode(target: Path) -> int:
 @click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-    help="Log level (DEDUPD_LOG_LEVEL, any case).",
+    help="Log level (DEDUPD_LOG_LEVEL, any case; unset: WARNING).",
 )
+@verbose_option
 def dedup(
     file: str,
     output: str,
@@ -132,6 +149,7 @@ def dedup(
     fmt: str,
     id_prefix: str | None,
     config_file: str | None,
+    verbose: bool,
     **opts: Any,
 ) -> None:
     """Remove the near-duplicates of FILE (or - for standard input): one command, no server to run.
@@ -148,7 +166,8 @@ def dedup(
 
     Bad lines (invalid JSON, not UTF-8, no text, an op other than upsert, over the size bounds) are
     reported with their line number and left out, and the run exits 1; it exits 2 for a usage or input
-    file problem. Memory: the private Redis holds the index, about 1 KB per document plus 5 bytes per
+    file problem. Stopped by Ctrl-C (exit 130) or SIGTERM (exit 143), it leaves -o's file as it was and
+    nothing behind; the directory of a run killed with kill -9 is removed by the next one. Memory: the private Redis holds the index, about 1 KB per document plus 5 bytes per
     word with --verify exact (the default).
 
     \b
@@ -162,7 +181,7 @@ def dedup(
         os.environ["DEDUPD_CONFIG"] = config_file
     if clusters_file is not None and clusters_file == output:
         raise click.UsageError("--clusters and -o name the same file: give each its own")
-    settings = settings_from(**opts)
+    settings = settings_from(verbose=verbose, **opts)
     name = "stdin" if file == "-" else os.fsencode(os.path.basename(file)).decode("utf-8", "backslashreplace")
     bad = BadLines(name)
     size = os.path.getsize(file) if file != "-" and os.path.isfile(file) else None
@@ -173,6 +192,7 @@ def dedup(
     )
     bad.newline = "\n" if bar else ""
     with (
+        sigterm_unwinds(),
         _quiet_dead_letters(settings.log_level),
         _written(output, "wb") as out,
         _written(clusters_file, "w") if clusters_file else contextlib.nullcontext() as clusters,

@@ -28,14 +28,17 @@ if TYPE_CHECKING:
     from dedupd.index.verdict import Verdict
     from dedupd.settings import Settings
 
+# how --format auto reads a file of lines (in push and query's help, and in dedup's)
+AUTO_LINES_HELP = (
+    "one whose first line is a JSON object is JSONL (a plain-text line in it is still a document, with a "
+    "warning naming FILE:LINE; a line of JSON that is no object, such as an array or a number, is a bad "
+    "line), else each line starting with '{' is JSONL and any other text (a guess is said on stderr)."
+)
 _FORMAT_HELP = (
     "jsonl: one JSON object per line with the stream fields (any other line is a bad line); text: one "
     "document per line; json-array: FILE is one JSON array of such objects (or of strings); files: FILE is "
     "a directory, one document per file (id = its path inside the directory; hidden files skipped); auto: "
-    "a directory is files, a file starting with a JSON array is json-array, one whose first line is a JSON "
-    "object is JSONL (a plain-text line in it is still a document, with a warning naming FILE:LINE; a line "
-    "of JSON that is no object, such as an array or a number, is a bad line), else each line starting "
-    "with '{' is JSONL and any other text (a guess is said on stderr)."
+    "a directory is files, a file starting with a JSON array is json-array, " + AUTO_LINES_HELP
 )
 _SHOWN_BAD = 20  # bad lines reported one by one; the rest are only counted
 

@@ -2,7 +2,8 @@
 
 :class:`DedupdGroup` turns every error a command raises into ``dedupd: error: <one line>`` and the exit
 status it stands for (:data:`EXIT_USAGE`, :data:`EXIT_RUNTIME`, :data:`EXIT_INTERRUPTED`); output cut short
-by its reader ends quietly (:data:`EXIT_BROKEN_PIPE`).
+by its reader ends quietly (:data:`EXIT_BROKEN_PIPE`). :func:`sigterm_unwinds` makes SIGTERM end a command
+the way Ctrl-C does, its cleanup run (:data:`EXIT_TERMINATED`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ import contextlib
 import logging
 import os
 import re
+import signal
 import sys
+from collections.abc import Iterator
+from types import FrameType
 from typing import Any, NoReturn
 
 import click
@@ -23,10 +27,36 @@ log = logging.getLogger("dedupd.cli")  # the logger of the whole command line, a
 EXIT_USAGE = 2  # a usage or configuration error (including a Redis that cannot be reached or used)
 EXIT_RUNTIME = 1  # something failed while working (bad input lines, a Redis error mid-way, a bug)
 EXIT_INTERRUPTED = 130  # Ctrl-C
+EXIT_TERMINATED = 143  # SIGTERM (128 + 15, as a shell reports a process the signal ended)
 # Output cut short by the reader (`dedupd alerts | head -1`) is not an error: the reader has what it
 # wanted. dedupd stops quietly with status 0 (not 141 = 128 + SIGPIPE, which `set -o pipefail` scripts
 # would have to special-case).
 EXIT_BROKEN_PIPE = 0
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread by :func:`sigterm_unwinds` (a BaseException, as KeyboardInterrupt
+    is: no ``except Exception`` stops it on its way out)."""
+
+
+@contextlib.contextmanager
+def sigterm_unwinds() -> Iterator[None]:
+    """While the block runs, SIGTERM unwinds it as Ctrl-C would: every ``finally`` and ``with`` on the way
+    runs (temporary files and servers removed), then ``dedupd: terminated`` and exit status 143. A
+    further SIGTERM while it cleans up is ignored (``kill -9`` still ends it at once)."""
+
+    def terminate(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated
+
+    before = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    except Terminated:
+        click.echo("dedupd: terminated", err=True)
+        sys.exit(EXIT_TERMINATED)
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def one_line(message: object) -> str:

@@ -4,15 +4,17 @@ changed while the daemons keep serving."""
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from dedupd.cli.common import common_options, connect_to, plural, settings_from
+from dedupd.cli.common import common_options, connect_to, plural, settings_from, verbose_option
 from dedupd.cli.sample import DEFAULT_LIMIT, LateProgress, Sample, read_sample, render_sample, sample_dict
 from dedupd.index.keys import Keys
 from dedupd.ops.producer import FORMATS
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
     from dedupd.ops.existing_pairs import ExistingPairs
     from dedupd.settings import Settings
     from dedupd.similarity.pair_distribution import SampleReport
+
+log = logging.getLogger("dedupd.cli")  # (the command line's logger: cli/failures.py)
 
 
 @click.command()
@@ -72,6 +76,7 @@ if TYPE_CHECKING:
     help="Format of --sample, as for `dedupd push`.",
 )
 @click.option("--shingle", help="Shingling of --sample, word:K or char:K (DEDUPD_SHINGLE, default word:3).")
+@verbose_option
 def tune(
     config_file: str | None,
     threshold: float | None,
@@ -86,6 +91,7 @@ def tune(
     limit: int,
     fmt: str,
     shingle: str | None,
+    verbose: bool,
 ) -> None:
     """Choose LSH bands x rows for a threshold and num_perm, and show what they cost.
 
@@ -111,7 +117,10 @@ def tune(
 
     if config_file:
         os.environ["DEDUPD_CONFIG"] = config_file
-    settings = settings_from(threshold=threshold, num_perm=num_perm, shingle=shingle)
+    settings = settings_from(threshold=threshold, num_perm=num_perm, shingle=shingle, verbose=verbose)
+    log.info(
+        "config file: %s", settings.config_file or "none (built-in defaults, DEDUPD_* variables and flags)"
+    )
     sampled = _sample_report(settings, sample_file, fmt, limit) if sample_file else None
     if bands is None and rows is None and settings.bands is not None:
         bands, rows = settings.bands, settings.rows
@@ -284,11 +293,20 @@ def _sample_report(settings: Settings, file: str, fmt: str, limit: int) -> tuple
     from dedupd.similarity.near_pairs import near_pairs
     from dedupd.similarity.pair_distribution import BIN_WIDTH, LOWEST, distribution
 
+    started = time.monotonic()
     sample = read_sample(file, fmt, limit, settings.max_doc_bytes, settings.max_id_bytes)
+    log.info(
+        "read %s of %s in %.1f s",
+        plural(len(sample.texts), "document"),
+        sample.name,
+        time.monotonic() - started,
+    )
     t = settings.threshold  # (below LOWEST: from the tenth below it, so that the bins stay tenths)
     lowest = LOWEST if t >= LOWEST else math.floor(t * 10 + 1e-9) / 10 or t
     progress = LateProgress()
+    started = time.monotonic()
     pairs = near_pairs(list(sample.texts.values()), settings.shingle, lowest, progress=progress)
+    log.info("their pairs at a similarity of %g or more found in %.1f s", lowest, time.monotonic() - started)
     grid = [round(lowest + k * BIN_WIDTH, 6) for k in range(int((1.0 - lowest) / BIN_WIDTH + 1e-9))]
     report = distribution(
         pairs,

@@ -13,6 +13,8 @@ from dedupd.index.protocol import Emitted, Gateway
 from dedupd.settings import Settings
 
 log = logging.getLogger("dedupd.processor")  # (named as before the layers: log lines and filters show it)
+DEAD_LETTERED = "dead-lettered %s: %s (%s)"  # the WARNING per dead letter: entry id, code, detail (a filter
+# may match it: `dedupd dedup` tells each as a bad line instead)
 
 _OWN_FIELDS = (b"error", b"detail", b"input", b"truncated", CUT_FIELD)
 MAX_DEAD_FIELDS = (
@@ -72,4 +74,4 @@ def dead_letter(gw: Gateway, settings: Settings, dead: Sequence[DeadLetter]) -> 
         log.info("%d dead letter(s) written already (their batch was done again)", len(dead))
         return
     for (entry_id, _), code, detail in dead:
-        log.warning("dead-lettered %s: %s (%s)", entry_id, code, detail)
+        log.warning(DEAD_LETTERED, entry_id, code, detail)

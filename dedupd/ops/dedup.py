@@ -11,8 +11,10 @@ input order: the first document of each cluster, or with ``keep="longest"`` the 
 Every line is a document, even when two lines carry the same ``id`` (a repeated record is a duplicate like
 any other). Bad lines are reported and left out, as ``push`` leaves them out: not UTF-8, invalid JSON, no
 text, an ``op`` other than ``upsert``, a text or id larger than the daemon's bounds. The input is read
-twice: a regular file from its path, anything else (standard input) from a copy in the private server's
-temporary directory, removed with it.
+twice: a regular file (as the opened file says, whatever its name: standard input redirected from a file
+too) again from where the first pass started, anything else (a pipe, a FIFO, the ``/dev/fd/N`` of a
+process substitution) from a copy in the private server's temporary directory, removed with it
+(:func:`rereadable_from`).
 
 >>> Summary(63_436, 54_741, 7_904, 0, 12.34).line()
 '63,436 documents, 54,741 kept, 8,695 dropped in 7,904 clusters, 12.3 s'
@@ -25,6 +27,9 @@ from __future__ import annotations
 import array
 import contextlib
 import json
+import logging
+import os
+import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -47,6 +52,7 @@ FORMATS = ("auto", "jsonl", "text")
 # latency it keeps low); a whole file is done in fewer round trips with larger batches
 BATCH_SIZE = 1000
 I64Array = npt.NDArray[np.int64]
+log = logging.getLogger("dedupd.dedup")
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +171,8 @@ def dedup(
     """Remove the near-duplicates of ``source`` (see the module docstring).
 
     Args:
-        source: a file's path, or a binary stream (read to its end, and kept in a temporary copy).
+        source: a file's path, or a binary stream (read to its end; copied while read unless it is a
+            regular file).
         output: where the lines to keep are written (bytes, each line as it was, with a line break).
         settings: the similarity settings and input bounds (those of ``dedupd serve``; where the user's
             Redis is, and its key prefix, play no part).
@@ -202,7 +209,7 @@ def dedup(
         if on_bad is not None:
             on_bad(line)
 
-    with private_redis() as server:
+    with private_redis() as server, contextlib.ExitStack() as files:
         private = settings.model_copy(
             update={
                 "redis_url": server.url,
@@ -211,20 +218,31 @@ def dedup(
                 "baskets": "none",
             }
         )
+        stream = files.enter_context(source.open("rb")) if isinstance(source, Path) else source
+        start = rereadable_from(stream)
+        copy = server.workdir / "input"
         with contextlib.ExitStack() as stack:
             engine = stack.enter_context(InProcessEngine(connect(private, retry_for_s=5), private))
-            if isinstance(source, Path):
-                stream: BinaryIO = stack.enter_context(source.open("rb"))
-                again = source
-            else:
-                stream, again = source, server.workdir / "input"
-            spool = None if isinstance(source, Path) else stack.enter_context(again.open("wb"))
+            spool = None if start is not None else stack.enter_context(copy.open("wb"))
             lines = _read(stream, spool, on_bytes)
             _index(engine, _documents(lines, fmt, prefix, name, private, report, warn), docs, report)
             labels = engine.clusters()
+        log.info(
+            "%s indexed and their final clusters read in %.1f s; %s",
+            _count(engine.added, "document"),
+            time.monotonic() - started,
+            "writing the lines to keep from a second pass over the input"
+            if start is not None
+            else "writing the lines to keep from the copy of the input (it is not a regular file)",
+        )
         lengths = np.frombuffer(docs.lengths, dtype=np.int64) if docs.lengths else np.zeros(0, np.int64)
         kept = kept_documents(labels, lengths, keep)
         line_nos = np.frombuffer(docs.lines, dtype=np.int64) if docs.lines else np.zeros(0, np.int64)
+        if start is not None:
+            stream.seek(start)
+            again = stream
+        else:
+            again = files.enter_context(copy.open("rb"))
         _write_lines(again, line_nos[kept], output)
     found = 0
     if docs.ids is not None and clusters is not None:
@@ -347,16 +365,33 @@ def _index(
     refuse(engine.settle())
 
 
-def _write_lines(source: Path, line_nos: I64Array, output: BinaryIO) -> None:
-    """Write the lines numbered ``line_nos`` (ascending) of ``source``, each as it was, with a line break."""
+def rereadable_from(stream: BinaryIO) -> int | None:
+    """Where a second pass over ``stream`` starts (its offset now) when it is a regular file, which reads
+    the same bytes again; None for anything else (a pipe, a FIFO, ``/dev/fd/N`` of a process substitution,
+    a terminal, a stream without a file descriptor), whose bytes are gone once read. Decided by what the
+    open file is, not by its name: standard input redirected from a file is a regular file too.
+
+    >>> import io
+    >>> rereadable_from(io.BytesIO(b"no file descriptor")) is None
+    True
+    """
+    try:
+        regular = stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+        return stream.tell() if regular else None
+    except (OSError, ValueError):  # (io.UnsupportedOperation is both)
+        return None
+
+
+def _write_lines(stream: BinaryIO, line_nos: I64Array, output: BinaryIO) -> None:
+    """Write the lines numbered ``line_nos`` (ascending, counted from where ``stream`` is) of ``stream``,
+    each as it was, with a line break."""
     if not line_nos.size:
         return
     wanted = iter(line_nos.tolist())
     next_no = next(wanted)
-    with source.open("rb") as stream:
-        for no, line in enumerate(read_lines(stream), start=1):
-            if no == next_no and line is not None:
-                output.write(line + b"\n")
-                next_no = next(wanted, 0)
-                if not next_no:
-                    return
+    for no, line in enumerate(read_lines(stream), start=1):
+        if no == next_no and line is not None:
+            output.write(line + b"\n")
+            next_no = next(wanted, 0)
+            if not next_no:
+                return
