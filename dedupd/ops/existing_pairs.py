@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import redis
+
 from dedupd.daemon.alert import BY_REBUILD, Alert
 from dedupd.errors import ConfigError
 from dedupd.index.docstate import sid
@@ -77,8 +79,8 @@ def check_lowering(current: IndexSpec, target: IndexSpec, source: Path | None) -
 
 
 Progress = Callable[[str, int, int | None], None]  # (phase, done, total)
-_BATCH = 500  # documents verified together
-_WINDOW = 2000  # integer ids whose versions are read together
+_BATCH = 500  # documents verified together (at least; fewer at the end)
+_WINDOW = 500  # integer ids whose versions are read together
 PHASE = "alerting existing pairs"
 _REBANDING = ("bands", "rows", "threshold", "shard_bits")  # what a re-banding rebuild may change
 
@@ -196,7 +198,7 @@ class ExistingPairs:
             unions = [(g.num, names[g.num], [(m, names[m]) for m in g.best]) for g in sent]
             gw.union_live(exchange, unions)
 
-        replies = guarded(gw, [g.num for g in groups], unite)
+        replies = _guarded(gw, [g.num for g in groups], unite)
         if not sent:
             return 0
         done = live_replies([len(g.best) for g in sent], replies[-1])
@@ -216,7 +218,7 @@ class ExistingPairs:
             gw.emit(exchange, self.keys.alerts, s.alerts_retention, s.seen_ttl_s, emitted)
 
         watched = [x for g, root in united for x in (g.num, root, *(m.num for m in g.matches))]
-        replies = guarded(gw, watched, emit)
+        replies = _guarded(gw, watched, emit)
         written = int(replies[-1]) if emitted else 0
         gw.count({"alerts": written})
         return written
@@ -246,6 +248,21 @@ class ExistingPairs:
             rec.doc_id, matches, cluster, rec.entry_id, gw.spec.verify, rec.source, None, by=BY_REBUILD
         )
         return f"rebuild:{gw.generation}:{rec.num}", alert.fields()
+
+
+def _guarded(gw: RedisGateway, nums: list[int], queue: Callable[[Mapping[int, str], Any], None]) -> list[Any]:
+    """index/guarded.py's :func:`guarded`.
+
+    Raises:
+        RebuildError: when the documents kept changing (the batch is written by the next run).
+    """
+    try:
+        return guarded(gw, nums, queue)
+    except redis.WatchError:
+        raise RebuildError(
+            "the documents kept changing while their owed alerts were written: run the same `dedupd rebuild` "
+            "again to write the rest"
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -477,7 +477,10 @@ class Rebuild:
         out: list[str] = []
         start = "-"
         while True:
-            page = self.client.xpending_range(self.keys.docs, GROUP, min=start, max="+", count=1000)
+            try:
+                page = self.client.xpending_range(self.keys.docs, GROUP, min=start, max="+", count=1000)
+            except redis.ResponseError:  # no daemons' group: nothing delivered
+                return ()
             out += [as_text(p["message_id"]) for p in page]
             if len(page) < 1000:
                 return tuple(out)
