@@ -117,9 +117,7 @@ class ExistingPairs:
         """
         spec = self._serving(owed)
         gw = RedisGateway(self.client, self.keys, spec, owed.gen, bounds=self.settings.bounds())
-        top = int(
-            self.client.get(self.keys.id_seq) or 0
-        )  # (the documents indexed before the switch: up to it)
+        top = int(self.client.get(self.keys.id_seq) or 0)  # (every document indexed before the switch: to it)
         switch, looked, written = _Switch.of(owed), 0, 0
         batch: dict[int, str] = {}  # integer id -> version, of the documents indexed before the switch
         for lo in range(owed.done + 1, top + 1, _WINDOW):
@@ -152,8 +150,8 @@ class ExistingPairs:
     def _superseded(owed: OwedAlerts) -> RebuildError:
         return RebuildError(
             f"another rebuild switched the index while the alerts owed by generation {owed.gen} were being "
-            f"written: the documents after integer id {owed.done} get none for their pairs below "
-            f"{owed.old_threshold:g} (the new index's own rebuild decides what it owes)"
+            f"written: the rest of them (the pairs below {owed.old_threshold:g} of the documents not yet looked "
+            "at) are not written"
         )
 
     def _batch(self, gw: RedisGateway, owed: OwedAlerts, switch: _Switch, versions: dict[int, str]) -> int:
