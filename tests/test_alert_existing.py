@@ -7,15 +7,21 @@ import os
 import subprocess
 import sys
 import threading
+import time
+from typing import Any
 
 import pytest
 import redis
-from helpers import alerts, drain, make_daemon, push
+from helpers import alerts, drain, make_daemon, pending, push
 
 from dedupd.daemon.loop import Daemon
-from dedupd.index.generations import Generations
+from dedupd.index.gateway import RedisGateway
+from dedupd.index.generations import Generations, OwedAlerts, RebuildError
 from dedupd.index.keys import Keys
 from dedupd.ops.alerts import decode_alert, render
+from dedupd.ops.existing_pairs import ExistingPairs
+from dedupd.ops.rebuild import Rebuild
+from dedupd.settings import load_settings
 from dedupd.similarity.shingling import Shingler, jaccard
 from dedupd.similarity.spec import ShingleSpec
 
@@ -144,10 +150,6 @@ def test_interrupted_after_the_switch_the_same_command_writes_the_alerts_once(
 ) -> None:
     """The debt is recorded before the switch: a rebuild that dies after it leaves it, and the same command
     run again pays it; paying twice writes each alert once."""
-    from dedupd.ops.existing_pairs import ExistingPairs
-    from dedupd.ops.rebuild import Rebuild
-    from dedupd.settings import load_settings
-
     daemon, _ = indexed
     r.delete(Keys().heartbeat(daemon.consumer))  # not iterating here: the switch need not wait for it
     settings = load_settings(redis_url=redis_url, threshold=0.6)
@@ -169,3 +171,203 @@ def test_interrupted_after_the_switch_the_same_command_writes_the_alerts_once(
     generations.owe_alerts(owed)
     paid = ExistingPairs(r, settings, lambda *_: None).pay(owed)
     assert paid.alerts == 0 and len(alerts(r)) == 2
+
+
+# ----- which documents get an alert: what a fresh match changes -----
+def _edit(base: list[str], positions: set[int], tag: str) -> str:
+    return " ".join(f"{tag}{i}" if i in positions else w for i, w in enumerate(base))
+
+
+def families() -> list[dict[str, str]]:
+    """Two families, pushed in this order (integer ids in it):
+
+    - A, C, D: J(A, D) ~ 0.88 (D alerted at 0.8), J(A, C) ~ 0.78, J(C, D) ~ 0.69;
+    - P, X, E: J(P, E) ~ 0.83 (E alerted at 0.8), J(E, X) ~ 0.65, J(P, X) ~ 0.5 (X stays alone at 0.6).
+    """
+    first = [f"f{i}" for i in range(100)]
+    a, c, d = " ".join(first), _edit(first, {20, 40, 60, 80}, "c"), _edit(first, {10, 50}, "d")
+    second = [f"g{i}" for i in range(200)]
+    near = set(range(5, 200, 34))
+    e_words = [f"e{i}" if i in near else w for i, w in enumerate(second)]
+    p, e = " ".join(second), " ".join(e_words)
+    x = _edit(e_words, set(range(17, 200, 12)) - near, "x")
+    for (s, t), (low, high) in {
+        (a, d): (0.8, 1.0),
+        (a, c): (0.6, 0.8),
+        (c, d): (0.6, 0.8),
+        (p, e): (0.8, 1.0),
+        (e, x): (0.6, 0.8),
+        (p, x): (0.0, 0.6),
+    }.items():
+        assert low <= similarity(s, t) < high
+    return [
+        {"id": "A", "text": a},
+        {"id": "C", "text": c},
+        {"id": "D", "text": d},
+        {"id": "P", "text": p},
+        {"id": "X", "text": x},
+        {"id": "E", "text": e},
+    ]
+
+
+def test_an_alert_only_where_a_fresh_match_changes_what_is_known(r: redis.Redis, redis_url: str) -> None:
+    """A document alerted before whose fresh match is already in its cluster gets no second alert (D: C joined
+    A's cluster by C's own alert); one whose fresh match is in another cluster gets one naming its best match
+    overall, the fresh one listed after it (E: X's cluster merges into P's), without the input's meta."""
+    daemon = make_daemon(redis_url)
+    docs = families()
+    docs[5]["meta"] = '{"feed": "wire"}'
+    push(r, docs)
+    drain(daemon)
+    assert [(a["id"], a["duplicate_of"]) for a in alerts(r)] == [("D", "A"), ("E", "P")]
+    assert alerts(r)[1]["meta"] == docs[5]["meta"]
+    res = run_while_serving(redis_url, daemon, "--threshold", "0.6", "--alert-existing")
+    assert res.returncode == 0, res.stderr
+    got = {a["id"]: a for a in alerts(r)[2:]}
+    assert sorted(got) == ["C", "E"]  # not D again
+    assert (got["C"]["duplicate_of"], got["C"]["cluster"]) == ("A", "A")
+    e = got["E"]
+    assert (e["duplicate_of"], e["cluster"], e["by"]) == ("P", "P", "rebuild")
+    assert [m[0] for m in e["matches"]] == ["P", "X"] and 0.6 <= e["matches"][1][1] < 0.8
+    assert "meta" not in e  # (the index does not keep it: the README says so)
+    # X is in P's cluster now: a copy of X alerts there
+    push(r, [{"id": "X2", "text": families()[4]["text"]}])
+    drain(daemon)
+    assert alerts(r)[-1]["cluster"] == "P"
+
+
+# ----- documents that change while the alerts are paid, entries pending at the switch, interruptions -----
+def switched_unpaid(r: redis.Redis, redis_url: str, daemon: Daemon) -> tuple[ExistingPairs, OwedAlerts]:
+    """Rebuild to 0.6 with --alert-existing in process, "dying" after the switch (nothing paid yet); the
+    daemon follows the new generation."""
+    settings = load_settings(redis_url=redis_url, threshold=0.6)
+    generations = Generations(r, Keys())
+    state = generations.read()
+    assert state is not None
+    r.delete(Keys().heartbeat(daemon.consumer))  # not iterating now: the switch need not wait for it
+    rb = Rebuild(r, settings, settings.rebuild_target(state.spec), lambda *_: None, alert_existing=True)
+    begun, _ = rb.begin()
+    rb.run(begun)
+    deadline = time.monotonic() + 30
+    while daemon.gateway.generation != begun.next_gen:
+        assert time.monotonic() < deadline, "the daemon did not follow the new generation"
+        daemon.iteration()
+    owed = generations.owed_alerts()
+    assert owed is not None
+    return ExistingPairs(r, settings, lambda *_: None), owed
+
+
+def union_find(r: redis.Redis) -> dict[str, dict[bytes, bytes]]:
+    k = Keys()
+    return {
+        name: r.hgetall(key)
+        for name, key in [("uf", k.uf_parent), ("ufr", k.uf_ring), ("ufn", k.uf_children), ("ufd", k.uf_gone)]
+    }
+
+
+@pytest.mark.parametrize("gone", ["near1", "base1"])
+@pytest.mark.parametrize("when", ["before the union", "after the union", "as the alert is written"])
+def test_a_document_deleted_while_paying_is_not_alerted_nor_brought_back(
+    r: redis.Redis,
+    redis_url: str,
+    indexed: tuple[Daemon, list[str]],
+    monkeypatch: pytest.MonkeyPatch,
+    gone: str,
+    when: str,
+) -> None:
+    """A daemon deletes near1 (the document owed an alert) or base1 (its match) while the alert is being paid:
+    before the union (the union leaves near1's node out, so that no node without a document stays), after it,
+    or between the check of the records the alert names and its write: no alert names a deleted document, and
+    once both are deleted their cluster leaves nothing in the union-find."""
+    daemon, _ = indexed
+    payer, owed = switched_unpaid(r, redis_url, daemon)
+    nums = {doc: r.hget(Keys().id_forward, doc) for doc in ("near1", "base1")}
+    hooked = {
+        "before the union": ("roots", "fresh"),
+        "after the union": ("cluster_names", None),
+        "as the alert is written": ("emit", None),  # (after the records are checked, before it is sent)
+    }[when]
+    real = getattr(RedisGateway, hooked[0])
+    deleted: list[str] = []
+
+    def delete_first(self: RedisGateway, *args: Any, **kwargs: Any) -> Any:
+        if not deleted and (hooked[1] is None or kwargs.get(hooked[1])):
+            deleted.append(gone)  # (first: the daemon's own calls go through)
+            push(r, [{"id": gone, "op": "delete"}])
+            drain(daemon)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(RedisGateway, hooked[0], delete_first)
+    payer.pay(owed)
+    assert deleted == [gone]
+    assert [a["id"] for a in alerts(r)] == ["near0"]  # near1's alert would name a deleted document
+    monkeypatch.undo()
+    other = "base1" if gone == "near1" else "near1"
+    push(r, [{"id": other, "op": "delete"}])
+    drain(daemon)
+    left = union_find(r)
+    assert not any(nums[doc] in hash_ for doc in nums for hash_ in left.values()), left
+
+
+def test_an_entry_pending_at_the_switch_is_alerted_once(r: redis.Redis, redis_url: str) -> None:
+    """A consumer dies after indexing its batch, before acknowledging it; after the switch another one
+    claims its entries and verifies them at the new threshold (the pair near1, base1 alerted): the rebuild
+    leaves them to it, and the pair is alerted once."""
+    victim = make_daemon(redis_url, consumer="victim")
+    victim.stream.ack = lambda entries: None  # type: ignore[method-assign]  # dies before acknowledging
+    push(r, stories())
+    drain(victim)
+    assert pending(r) == 7 and [a["id"] for a in alerts(r)] == ["near0"]
+    r.delete(Keys().heartbeat(victim.consumer))  # dead
+    res = run(redis_url, "--threshold", "0.6", "--alert-existing")
+    assert res.returncode == 0, res.stderr
+    rescuer = make_daemon(redis_url, consumer="rescuer", claim_idle_ms=100)
+    deadline = time.monotonic() + 60
+    while pending(r):
+        assert time.monotonic() < deadline, "the rescuer did not claim the victim's entries"
+        rescuer.iteration()
+    # (the rescuer alerts the entries applied already by either side of their pairs: it claims in any order)
+    pairs = [{a["id"], m[0]} for a in alerts(r) for m in a["matches"]]
+    assert pairs.count({"near1", "base1"}) == 1 and not [a for a in alerts(r) if "by" in a]
+    assert "alerted 0 documents with a match among the 0 documents indexed before the switch" in res.stderr
+
+
+def test_a_resumed_payment_does_not_repeat_alerts_once_their_markers_expired(
+    r: redis.Redis, redis_url: str, indexed: tuple[Daemon, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Interrupted after its alerts were written, before the debt was cleared, and resumed after the seen
+    set's markers expired (seen_ttl_s): the debt says how far it was paid, nothing is alerted twice."""
+    daemon, _ = indexed
+    payer, owed = switched_unpaid(r, redis_url, daemon)
+
+    def die(*_: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Generations, "settle_alerts", die)
+    with pytest.raises(KeyboardInterrupt):
+        payer.pay(owed)
+    monkeypatch.undo()
+    assert [a["id"] for a in alerts(r)] == ["near0", "near1"]
+    r.delete(Keys().seen(Keys().alerts))  # seen_ttl_s later: every marker expired
+    res = run(redis_url, "--threshold", "0.6", "--alert-existing")
+    assert res.returncode == 0, res.stderr
+    assert "resuming the alerts of the pairs of existing documents" in res.stderr
+    assert [a["id"] for a in alerts(r)] == ["near0", "near1"]
+    assert Generations(r, Keys()).owed_alerts() is None
+
+
+def test_another_rebuild_switching_first_stops_the_payment_in_one_line(
+    r: redis.Redis, redis_url: str, indexed: tuple[Daemon, list[str]]
+) -> None:
+    daemon, _ = indexed
+    payer, owed = switched_unpaid(r, redis_url, daemon)
+    settings = load_settings(redis_url=redis_url, threshold=0.5)
+    state = Generations(r, Keys()).read()
+    assert state is not None
+    other = Rebuild(r, settings, settings.rebuild_target(state.spec), lambda *_: None)
+    other.run(other.begin()[0])
+    with pytest.raises(RebuildError) as caught:
+        payer.pay(owed)
+    message = str(caught.value)
+    assert "another rebuild switched the index" in message and "\n" not in message
+    assert [a["id"] for a in alerts(r)] == ["near0"]

@@ -404,3 +404,24 @@ def test_the_members_of_a_cluster_are_listed_and_deleted_on_a_redis_cluster(
     assert res.returncode == 0 and "pushed 3 deletes" in res.stderr, res.stderr
     _run(cluster.url, rc, [], tmp_path, "deletes")
     assert sorted(listed("c7")) == sorted(d["id"] for d in docs[4:] + docs[:1])
+
+
+def test_rebuild_alert_existing_on_a_redis_cluster(rc: Any, cluster: Cluster, tmp_path: Path) -> None:
+    """`dedupd rebuild --threshold 0.6 --alert-existing` on a Redis Cluster (the unions in the ids' slot, the
+    debt in the meta hash's, the records re-read from their nodes just before the alerts): the alerts of a
+    single Redis (tests/test_alert_existing.py)."""
+    from test_alert_existing import families
+
+    _run(cluster.url, rc, families(), tmp_path, "families")
+    assert [(a["id"], a["duplicate_of"]) for a in alerts(rc)] == [("D", "A"), ("E", "P")]
+    env = {**os.environ, "DEDUPD_REDIS_URL": cluster.url, "DEDUPD_REDIS_CLUSTER": "1"}
+    res = subprocess.run(
+        [*DEDUPD, "rebuild", "--threshold", "0.6", "--alert-existing"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr
+    got = [(a["id"], a["duplicate_of"], [m[0] for m in a["matches"]], a["by"]) for a in alerts(rc)[2:]]
+    assert got == [("C", "A", ["A"], "rebuild"), ("E", "P", ["P", "X"], "rebuild")]

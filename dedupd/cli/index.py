@@ -208,9 +208,10 @@ def rebuild(
     Documents already indexed were verified at the old threshold: after `--threshold` lowers it, a pair of
     them between the two thresholds gets no alert unless --alert-existing is given. With it, once the new
     generation serves, each document indexed before the switch is compared with the earlier documents in its
-    new buckets, and a document with a match between the new and the old threshold gets an alert (its
-    matches bounded as the daemon bounds them, its cluster united with theirs), with by = rebuild and input =
-    the entry that last changed it. Interrupted, the same command run again writes the rest.
+    new buckets, and a document with a match between the new and the old threshold gets an alert when that
+    match is in another cluster or the document was never alerted (all its matches listed, best first, bounded
+    as the daemon bounds them; its cluster united with theirs), with by = rebuild and input = the entry that
+    last changed it. Interrupted, the same command run again writes the rest.
     """
     from dedupd.index.generations import Generations
     from dedupd.ops.existing_pairs import ExistingPairs, check_lowering

@@ -172,6 +172,21 @@ def union_roots(groups: Iterable[tuple[int, Sequence[tuple[int, str]]]]) -> list
     return out
 
 
+def union_live(groups: Iterable[tuple[int, str, Sequence[tuple[int, str]]]]) -> list[Arg]:
+    """union_live.lua: per group a document's integer id and document id, how many matches, then each
+    match's integer id and document id.
+
+    >>> union_live([(5, "e", [(1, "a")]), (6, "f", [])])
+    [5, 'e', 1, 1, 'a', 6, 'f', 0]
+    """
+    out: list[Arg] = []
+    for num, doc_id, matches in groups:
+        out += [num, doc_id, len(matches)]
+        for match in matches:
+            out += match
+    return out
+
+
 def forget_ids(now_ms: int, ttl_ms: int, deleted: Iterable[tuple[str, int, str]]) -> list[Arg]:
     """forget_ids.lua: the time, the tombstones' lifetime, then per deleted document its id, its integer id
     (0: none) and the delete's entry id."""

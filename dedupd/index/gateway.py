@@ -168,6 +168,7 @@ class RedisGateway:
         self._buckets, self._versions = reg(lua.BUCKETS), reg(lua.VERSIONS)
         self.records = ClusterRecords(client, keys, generation)  # used on a Redis Cluster
         self._emit, self._union = reg(lua.EMIT_MANY), reg(unionfind.UNION_ROOTS)
+        self._union_live = reg(unionfind.UNION_LIVE)
         self._reply, self._roots, self._evict = reg(lua.REPLY), reg(unionfind.FIND_ROOTS), reg(lua.EVICT)
         self._page = reg(unionfind.CLUSTER_PAGE)
         self._uf = [keys.uf_parent, keys.uf_children, keys.uf_gone, keys.uf_floor, keys.uf_ring]
@@ -480,6 +481,16 @@ class RedisGateway:
         out, done = unionfind.union_replies(groups, reply)
         self._known.learn_unions(done)
         return Unions(out, names)
+
+    def union_live(
+        self, exchange: Exchange, groups: Sequence[tuple[int, str, Sequence[tuple[int, str]]]]
+    ) -> None:
+        """Queue the unions of documents no daemon is processing, each with its document id (unionfind.UNION_LIVE:
+        a group whose id no longer maps to its document, deleted meanwhile, is skipped); its reply is read with
+        unionfind.live_replies."""
+        if groups:
+            keys = [*self._uf, self.keys.id_forward]
+            cast(ScriptPipeline, exchange).script(self._union_live, keys, argv.union_live(groups))
 
     def cluster_page(self, doc_id: str, cursor: str | None = None, limit: int = 100) -> ClusterPage:
         """A page of the members of ``doc_id``'s cluster (cluster_page.py): one script call in the ids' slot

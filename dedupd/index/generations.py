@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dedupd.errors import DedupdError
 from dedupd.index import argv, lua
@@ -41,22 +41,41 @@ class State:
 @dataclass(frozen=True, slots=True)
 class OwedAlerts:
     """The alerts a rebuild that lowered the threshold owes the pairs of documents indexed before its switch
-    (``dedupd rebuild --alert-existing``: ops/existing_pairs.py), recorded just before the switch and cleared
-    once written."""
+    (``dedupd rebuild --alert-existing``: ops/existing_pairs.py), recorded just before the switch, with how far
+    they are paid, and cleared once written."""
 
     gen: int  # the generation the rebuild built (they are owed only once it serves)
     old_threshold: float  # pairs at or above it were verified, and alerted, before
     cut: (
         str  # the last input entry the daemons had been given at the switch: later ones met the new threshold
     )
+    # the entries the daemons' group held pending at the switch (delivered, not acknowledged: a consumer that
+    # died, or one that waits for an older entry); a daemon verifies them again at the new threshold
+    pending: tuple[str, ...] = ()
+    done: int = 0  # the documents up to this integer id are paid (they are paid in integer id order)
 
     def to_json(self) -> str:
-        return json.dumps({"gen": self.gen, "old_threshold": self.old_threshold, "cut": self.cut})
+        return json.dumps(
+            {
+                "gen": self.gen,
+                "old_threshold": self.old_threshold,
+                "cut": self.cut,
+                "pending": list(self.pending),
+                "done": self.done,
+            }
+        )
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> OwedAlerts:
         data = json.loads(raw)
-        return cls(int(data["gen"]), float(data["old_threshold"]), str(data["cut"]))
+        pending = tuple(str(p) for p in data.get("pending", ()))
+        return cls(
+            int(data["gen"]),
+            float(data["old_threshold"]),
+            str(data["cut"]),
+            pending,
+            int(data.get("done", 0)),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +104,7 @@ class Generations:
             reg(lua.REBUILD_PAUSE),
         )
         self._switch, self._abort = reg(lua.REBUILD_SWITCH), reg(lua.REBUILD_ABORT)
+        self._owed = reg(lua.OWED_ALERTS)
 
     @property
     def _keys(self) -> list[str]:
@@ -216,9 +236,15 @@ class Generations:
             return None
         return owed
 
-    def settle_alerts(self) -> None:
-        """The owed alerts are written."""
-        self.client.hdel(self.keys.meta, Meta.OWED_ALERTS)
+    def paid_up_to(self, owed: OwedAlerts, num: int) -> OwedAlerts | None:
+        """Record that the owed alerts of the documents up to integer id ``num`` are written; None when
+        another rebuild has switched meanwhile (the record is no longer this debt's: nothing is changed)."""
+        paid = replace(owed, done=num)
+        return paid if self._owed(keys=[self.keys.meta], args=[owed.gen, paid.to_json()]) else None
+
+    def settle_alerts(self, owed: OwedAlerts) -> None:
+        """The owed alerts are written (a record another rebuild left since is kept)."""
+        self._owed(keys=[self.keys.meta], args=[owed.gen, ""])
 
     # ----- daemons -----
     def heartbeats(self, max_age: float | None = None) -> dict[str, Heartbeat]:

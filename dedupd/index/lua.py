@@ -106,6 +106,7 @@ LAYOUT: dict[str, Mapping[str, Value]] = {
     "resolve_ids": {},
     "find_roots": {},
     "union_roots": {},
+    "union_live": {},
     "forget_ids": {},
     "set_floor": {},
     "cluster_page": {},
@@ -115,6 +116,7 @@ LAYOUT: dict[str, Mapping[str, Value]] = {
     "rebuild_pause": {},
     "rebuild_switch": _meta(*_REBUILD),
     "rebuild_abort": _meta(Meta.NEXT_SPEC, Meta.NEXT_GEN, Meta.NEXT_MODE, Meta.NEXT_CUT),
+    "owed_alerts": _meta(Meta.OWED_ALERTS),
     # outputs
     "emit_many": {},
     "reply": {},
@@ -197,5 +199,6 @@ REBUILD_RENEW = load("rebuild_renew")
 REBUILD_PAUSE = load("rebuild_pause")
 REBUILD_SWITCH = load("rebuild_switch")
 REBUILD_ABORT = load("rebuild_abort")
+OWED_ALERTS = load("owed_alerts")
 EMIT_MANY = load("emit_many")
 REPLY = load("reply")

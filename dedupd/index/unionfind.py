@@ -49,6 +49,7 @@ from dedupd.index.lua import load
 # _uf_writes.lua, the child counts, path compression and a deleted document's node).
 FIND_ROOTS = load("find_roots")  # the root of each id's cluster (read only)
 UNION_ROOTS = load("union_roots")  # union each document with its matches' clusters
+UNION_LIVE = load("union_live")  # the same for documents no daemon holds: only while their id maps to them
 FORGET_IDS = load("forget_ids")  # deleted documents: their ids, their nodes, their tombstones
 SET_FLOOR = load("set_floor")  # the ids given out before the counts (and the rings) existed stay uncounted
 CLUSTER_PAGE = load("cluster_page")  # a page of the members of a document's cluster (read only)
@@ -75,3 +76,23 @@ def union_replies(
         done.append((num, int(reply[at + 1 + k]), [m for m, _ in matches], root, before))
         at += 2 + k
     return out, done
+
+
+def live_replies(sizes: Sequence[int], reply: Sequence[Any]) -> list[tuple[int, list[int]] | None]:
+    """UNION_LIVE's reply, per group (given by how many matches it has): None when it was skipped (the id no
+    longer maps to the document), else the root of the document's cluster after it and the root each match
+    had before.
+
+    >>> live_replies([1, 1], [0, 1, 1, 1, 6])
+    [None, (1, [1])]
+    """
+    out: list[tuple[int, list[int]] | None] = []
+    at = 0
+    for k in sizes:
+        if not int(reply[at]):
+            out.append(None)
+            at += 1
+            continue
+        out.append((int(reply[at + 1]), [int(x) for x in reply[at + 2 : at + 2 + k]]))
+        at += 3 + k
+    return out

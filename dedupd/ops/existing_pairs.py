@@ -5,42 +5,54 @@ A rebuild that lowers the threshold from ``old`` to ``new`` re-bands the stored 
 verify every new document at ``new``, but the documents indexed before were verified at ``old``: a pair of them
 with a similarity in ``[new, old)`` was never alerted. After the switch (the rebuild recorded the debt just
 before it: generations.OwedAlerts), :class:`ExistingPairs` goes through the serving generation's documents
-that the daemons had been given before the switch, in batches, and for each one:
+that the daemons had been given and had acknowledged before the switch (an entry pending then is verified
+again at the new threshold by the daemon that takes it), in integer id order (the order they were created
+in, as the daemons took them), in batches, and for each one:
 
 1. reads the ids in its buckets (the new banding's; read only, joining nothing) and keeps the earlier
    documents (smaller integer ids: created before it), so that each pair is looked at from its later document,
    as the daemon would have;
 2. verifies them at the new threshold as the daemon does (matching.verify_reads: its bounds, exact or by
-   signature as the index says) and keeps the matches below the old threshold that the daemons had not
-   verified at the new one already (a document changed after the switch was);
-3. unites the document with the clusters of those matches (one union per distinct cluster, as the daemon),
-   and writes one alert naming them (bounds.alert_matches: at most ``max_matches``, plus the best of each
-   earlier cluster), with ``input`` the entry that last changed the document and ``by`` = ``rebuild``, once:
-   its marker in the alerts stream's seen set is ``rebuild:<generation>:<integer id>``.
+   signature as the index says);
+3. decides whether its fresh matches (below the old threshold, with documents the daemons have not verified
+   again since the switch) change what the user knows (ops/owed_groups.py: a match in another cluster, or a
+   document never alerted); if so, unites it with the clusters of its matches (one union per distinct
+   cluster, as the daemon; only while its id maps to it and its record is the one verified) and writes one
+   alert naming its matches best first (bounds.alert_matches: at most ``max_matches``, plus the best of each
+   earlier cluster), only while the records of the documents it names are the ones verified
+   (index/guarded.py), with ``input`` the entry that last changed the document and ``by`` = ``rebuild``. The
+   index keeps no ``meta`` of a document: these alerts have none.
 
-Interrupted, the debt stays recorded: the same ``dedupd rebuild`` run again pays the rest (an alert already
-written is not written again).
+After each batch the debt records the last integer id paid: interrupted, the same ``dedupd rebuild`` run
+again pays the rest, and each alert is written once (a batch written again is marked in the alerts stream's
+seen set, ``rebuild:<generation>:<integer id>``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import redis
 
 from dedupd.daemon.alert import BY_REBUILD, Alert
 from dedupd.errors import ConfigError
 from dedupd.index.docstate import sid
 from dedupd.index.gateway import RedisGateway
-from dedupd.index.generations import Generations, OwedAlerts
+from dedupd.index.generations import Generations, OwedAlerts, RebuildError
+from dedupd.index.guarded import guarded
 from dedupd.index.keys import Keys
 from dedupd.index.matching import verify_reads
+from dedupd.index.protocol import Emitted
 from dedupd.index.record import Record
+from dedupd.index.unionfind import live_replies
+from dedupd.ops.owed_groups import OwedGroup, owed_groups
 from dedupd.ops.rebuild import rebands_only
 from dedupd.server.connection import RedisClient
 from dedupd.settings import Settings
-from dedupd.similarity.bounds import alert_matches, earlier_clusters
-from dedupd.similarity.matches import Found
+from dedupd.similarity.bounds import alert_matches
 from dedupd.similarity.spec import IndexSpec
 
 
@@ -67,7 +79,8 @@ def check_lowering(current: IndexSpec, target: IndexSpec, source: Path | None) -
 
 
 Progress = Callable[[str, int, int | None], None]  # (phase, done, total)
-_BATCH = 500  # documents per batch
+_BATCH = 500  # documents verified together (at least; fewer at the end)
+_WINDOW = 500  # integer ids whose versions are read together
 PHASE = "alerting existing pairs"
 _REBANDING = ("bands", "rows", "threshold", "shard_bits")  # what a re-banding rebuild may change
 
@@ -78,7 +91,7 @@ class Paid:
 
     owed: OwedAlerts
     new_threshold: float
-    documents: int  # documents indexed before the switch, looked at
+    documents: int  # documents indexed before the switch, looked at (by this run)
     alerts: int  # alerts written (not counting those written by an earlier, interrupted run)
 
 
@@ -97,31 +110,57 @@ class ExistingPairs:
         return self.generations.owed_alerts()
 
     def pay(self, owed: OwedAlerts) -> Paid:
-        """Write the owed alerts, then clear the debt."""
-        state = self.generations.read()
-        assert state is not None and state.gen == owed.gen
-        gw = RedisGateway(self.client, self.keys, state.spec, state.gen, bounds=self.settings.bounds())
-        cut, done, written = sid(owed.cut), 0, 0
-        total = int(self.client.hlen(self.keys.id_forward))  # (about: the documents of every generation)
-        looked = 0
-        for nums in self._doc_nums(state.gen):
-            seen, wrote = self._batch(gw, owed, cut, nums)
-            looked, written, done = looked + seen, written + wrote, done + len(nums)
-            self.progress(PHASE, done, max(total, done))
-        self.generations.settle_alerts()
-        return Paid(owed, state.spec.threshold, looked, written)
+        """Write the owed alerts, in integer id order from where an earlier run stopped, then clear the debt.
 
-    def _batch(
-        self, gw: RedisGateway, owed: OwedAlerts, cut: tuple[int, int], nums: list[int]
-    ) -> tuple[int, int]:
-        """Look at one batch of documents; returns how many were indexed before the switch, and how many
-        alerts it wrote."""
-        versions = gw.versions(nums)
-        before = [n for n in nums if versions[n] and sid(versions[n]) <= cut]
-        records = {n: rec for n, rec in gw.load_records(before).items() if rec is not None}
+        Raises:
+            RebuildError: when another rebuild switches the index before or while they are written.
+        """
+        spec = self._serving(owed)
+        gw = RedisGateway(self.client, self.keys, spec, owed.gen, bounds=self.settings.bounds())
+        top = int(self.client.get(self.keys.id_seq) or 0)  # (every document indexed before the switch: to it)
+        switch, looked, written = _Switch.of(owed), 0, 0
+        batch: dict[int, str] = {}  # integer id -> version, of the documents indexed before the switch
+        for lo in range(owed.done + 1, top + 1, _WINDOW):
+            window = list(range(lo, min(lo + _WINDOW, top + 1)))
+            batch.update((n, v) for n, v in gw.versions(window).items() if switch.before(v))
+            if len(batch) >= _BATCH or window[-1] == top:
+                self._serving(owed)
+                written += self._batch(gw, owed, switch, batch) if batch else 0
+                looked, batch = looked + len(batch), {}
+                paid = self.generations.paid_up_to(owed, window[-1])
+                if paid is None:
+                    raise self._superseded(owed)
+                owed = paid
+            self.progress(PHASE, window[-1], top)
+        self.generations.settle_alerts(owed)
+        return Paid(owed, spec.threshold, looked, written)
+
+    def _serving(self, owed: OwedAlerts) -> IndexSpec:
+        """The serving spec, while the generation that owes the alerts serves.
+
+        Raises:
+            RebuildError: when another rebuild has switched since.
+        """
+        state = self.generations.read()
+        if state is None or state.gen != owed.gen:
+            raise self._superseded(owed)
+        return state.spec
+
+    @staticmethod
+    def _superseded(owed: OwedAlerts) -> RebuildError:
+        return RebuildError(
+            f"another rebuild switched the index while the alerts owed by generation {owed.gen} were being "
+            f"written: the rest of them (the pairs below {owed.old_threshold:g} of the documents not yet looked "
+            "at) are not written"
+        )
+
+    def _batch(self, gw: RedisGateway, owed: OwedAlerts, switch: _Switch, versions: dict[int, str]) -> int:
+        """Look at documents indexed before the switch (integer id -> version); how many alerts it wrote."""
+        loaded = gw.load_records(sorted(versions))
+        records = {n: r for n, r in loaded.items() if r is not None and r.entry_id == versions[n]}
         indexed = [rec for rec in records.values() if not rec.fingerprint.empty]
         if not indexed:
-            return len(before), 0
+            return 0
         found = gw.peek(gw.fingerprinter.band_hashes([rec.fingerprint for rec in indexed]))
         reads = {}
         for rec, ids in zip(indexed, found, strict=True):
@@ -130,50 +169,112 @@ class ExistingPairs:
                 reads[rec.num] = (earlier, rec.num)
         own = {rec.num: (rec.doc_id, rec.fingerprint) for rec in indexed}
         verified = verify_reads(gw, own, reads).matches
-        fresh = {n: [m for m in found if m.similarity < owed.old_threshold] for n, found in verified.items()}
-        named = sorted({m.num for ms in fresh.values() for m in ms})
-        changed = {n for n, v in gw.versions(named).items() if not v or sid(v) > cut}
-        owing = {}
-        for n, ms in sorted(fresh.items()):
-            if kept := [m for m in ms if m.num not in changed]:
-                owing[n] = kept
-        return len(before), self._alert(gw, records, owing) if owing else 0
-
-    def _alert(self, gw: RedisGateway, records: dict[int, Record], owing: dict[int, list[Found]]) -> int:
-        """Unite each document with the clusters of its new matches and write its alert; how many were written."""
-        nums = list(owing)
-        groups = [(n, [m.num for m in owing[n]]) for n in nums]
-        wanted = sorted({x for n, ms in groups for x in (n, *ms)})
+        named = sorted({m.num for ms in verified.values() for m in ms})
+        seen = gw.versions(named)
+        live = {n: [m for m in ms if seen[m.num]] for n, ms in sorted(verified.items())}
+        unchanged = {n for n, v in seen.items() if switch.before(v)}
+        wanted = sorted({x for n, ms in live.items() for x in (n, *(m.num for m in ms))})
         roots = dict(zip(wanted, gw.roots(wanted, fresh=True), strict=True))
-        earlier = earlier_clusters(groups, roots)
-        names = {m.num: m.doc_id for ms in owing.values() for m in ms} | {n: records[n].doc_id for n in nums}
-        unions = gw.union(
-            [(n, [(m, names[m]) for m in best]) for n, (_, best) in zip(nums, earlier, strict=True)]
-        )
-        clusters = gw.cluster_names([root for root, _ in unions.clusters], {**names, **unions.names})
-        emitted = []
-        for n, (before, _), cluster in zip(nums, earlier, clusters, strict=True):
-            rec = records[n]
-            matches = alert_matches(owing[n], before, gw.bounds.max_matches)
-            alert = Alert(
-                rec.doc_id, matches, cluster, rec.entry_id, gw.spec.verify, rec.source, None, by=BY_REBUILD
-            )
-            emitted.append((f"rebuild:{gw.generation}:{n}", alert.fields()))
-        exchange = gw.exchange()
-        s = self.settings
-        gw.emit(exchange, self.keys.alerts, s.alerts_retention, s.seen_ttl_s, emitted)
-        written = int(exchange.execute()[0])
+        groups = owed_groups([(n, ms) for n, ms in live.items() if ms], roots, unchanged, owed.old_threshold)
+        if not groups:
+            return 0
+        return self._alert(gw, records, groups, seen)
+
+    def _alert(
+        self, gw: RedisGateway, records: dict[int, Record], groups: list[OwedGroup], seen: dict[int, str]
+    ) -> int:
+        """Unite each document with the clusters of its matches and write its alert; how many were written.
+
+        The unions are sent while each document's record is at the version verified (and, in the script,
+        while its id maps to it: not deleted); the alerts while the records of the documents they name are
+        (index/guarded.py), so that no alert names a document deleted or changed meanwhile."""
+        names = {m.num: m.doc_id for g in groups for m in g.matches} | {n: records[n].doc_id for n in records}
+        sent: list[OwedGroup] = []
+
+        def unite(now: Mapping[int, str], exchange: Any) -> None:
+            sent[:] = [g for g in groups if now[g.num] == records[g.num].entry_id]
+            unions = [(g.num, names[g.num], [(m, names[m]) for m in g.best]) for g in sent]
+            gw.union_live(exchange, unions)
+
+        replies = _guarded(gw, [g.num for g in groups], unite)
+        if not sent:
+            return 0
+        done = live_replies([len(g.best) for g in sent], replies[-1])
+        united = [(g, r[0]) for g, r in zip(sent, done, strict=True) if r is not None]
+        if not united:
+            return 0
+        roots = [root for _, root in united]
+        clusters = dict(zip(roots, gw.cluster_names(roots, names), strict=True))
+        s, emitted = self.settings, list[Emitted]()
+
+        def emit(now: Mapping[int, str], exchange: Any) -> None:
+            emitted[:] = [
+                e
+                for g, root in united
+                if (e := self._emitted(gw, records[g.num], g, root, now, seen, clusters))
+            ]
+            gw.emit(exchange, self.keys.alerts, s.alerts_retention, s.seen_ttl_s, emitted)
+
+        watched = [x for g, root in united for x in (g.num, root, *(m.num for m in g.matches))]
+        replies = _guarded(gw, watched, emit)
+        written = int(replies[-1]) if emitted else 0
         gw.count({"alerts": written})
         return written
 
-    def _doc_nums(self, gen: int) -> Iterator[list[int]]:
-        """The integer ids of the generation's documents, in batches (in no particular order)."""
-        prefix = len(self.keys.doc(0, gen)) - 1
-        nums: list[int] = []
-        for key in self.client.scan_iter(match=self.keys.doc_pattern_of(gen), count=2000):
-            nums.append(int(key[prefix:]))
-            if len(nums) >= _BATCH:
-                yield nums
-                nums = []
-        if nums:
-            yield nums
+    @staticmethod
+    def _emitted(
+        gw: RedisGateway,
+        rec: Record,
+        group: OwedGroup,
+        root: int,
+        now: Mapping[int, str],
+        seen: Mapping[int, str],
+        clusters: Mapping[int, str],
+    ) -> Emitted | None:
+        """The alert of one united document, given the versions of the records it names now: none when the
+        document changed or went, without the matches that did (their similarity was of another version), its
+        cluster named ``#n`` when the root's document went (as the daemons name it); marked to be written once.
+        """
+        if now[rec.num] != rec.entry_id:
+            return None
+        kept = [(m, r) for m, r in zip(group.matches, group.roots, strict=True) if now[m.num] == seen[m.num]]
+        if not kept:
+            return None
+        matches = alert_matches([m for m, _ in kept], [r for _, r in kept], gw.bounds.max_matches)
+        cluster = clusters[root] if now[root] else f"#{root}"
+        alert = Alert(
+            rec.doc_id, matches, cluster, rec.entry_id, gw.spec.verify, rec.source, None, by=BY_REBUILD
+        )
+        return f"rebuild:{gw.generation}:{rec.num}", alert.fields()
+
+
+def _guarded(gw: RedisGateway, nums: list[int], queue: Callable[[Mapping[int, str], Any], None]) -> list[Any]:
+    """index/guarded.py's :func:`guarded`.
+
+    Raises:
+        RebuildError: when the documents kept changing (the batch is written by the next run).
+    """
+    try:
+        return guarded(gw, nums, queue)
+    except redis.WatchError:
+        raise RebuildError(
+            "the documents kept changing while their owed alerts were written: run the same `dedupd rebuild` "
+            "again to write the rest"
+        ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class _Switch:
+    """What the daemons had done at the switch: the last entry they had been given, and those still pending."""
+
+    cut: tuple[int, int]
+    pending: frozenset[str]
+
+    @classmethod
+    def of(cls, owed: OwedAlerts) -> _Switch:
+        return cls(sid(owed.cut), frozenset(owed.pending))
+
+    def before(self, version: str) -> bool:
+        """Whether a record at ``version`` was indexed before the switch, by an entry the daemons acknowledged
+        (an entry pending then is verified again at the new threshold by the daemon that takes it)."""
+        return bool(version) and sid(version) <= self.cut and version not in self.pending

@@ -22,7 +22,8 @@ Every record and bucket key carries the index generation. A rebuild (:meth:`Rebu
 
 With ``alert_existing`` (a rebuild that lowers the threshold and only re-bands), step 4 also records, just
 before the switch, the alerts the new generation owes the documents indexed before it (generations.OwedAlerts:
-the old threshold and the last entry the daemons had been given); ops/existing_pairs.py writes them after.
+the old threshold, the last entry the daemons had been given and those they held pending);
+ops/existing_pairs.py writes them after.
 
 The daemons write only the serving generation; the rebuild alone writes the new one, in stream order, so
 per-document order holds in it as in the serving one. Interrupted anywhere, the index is never half
@@ -313,7 +314,7 @@ class Rebuild:
                 if (
                     self.alert_existing
                 ):  # the daemons verify what comes after `delivered` at the new threshold
-                    owed = OwedAlerts(state.next_gen, state.spec.threshold, delivered)
+                    owed = OwedAlerts(state.next_gen, state.spec.threshold, delivered, self._pending())
                     self.generations.owe_alerts(owed)
             except BaseException:
                 self._pausing = None
@@ -469,6 +470,21 @@ class Rebuild:
             if as_text(g["name"]) == GROUP:
                 return as_text(g["last-delivered-id"])
         return self._stream_end()
+
+    def _pending(self) -> tuple[str, ...]:
+        """The entries delivered to the daemons' group and not acknowledged (a dead consumer's, or entries
+        that wait for an older one of their document): whoever takes them verifies them at the new threshold."""
+        out: list[str] = []
+        start = "-"
+        while True:
+            try:
+                page = self.client.xpending_range(self.keys.docs, GROUP, min=start, max="+", count=1000)
+            except redis.ResponseError:  # no daemons' group: nothing delivered
+                return ()
+            out += [as_text(p["message_id"]) for p in page]
+            if len(page) < 1000:
+                return tuple(out)
+            start = f"({out[-1]}"
 
     def _group_position(self) -> str:
         for g in self.client.xinfo_groups(self.keys.docs):

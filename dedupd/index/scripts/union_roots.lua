@@ -1,8 +1,5 @@
--- union_roots: unions of documents with the clusters of their matches, once per distinct root (the root is the
--- cluster's oldest document: union by smaller integer id; paths compressed). A match deleted meanwhile (another
--- consumer's delete, between our read of its record and this call) whose node is gone or never was (its id no
--- longer maps to it, and no node stays for it) joins nothing: it would come back as a node that no delete
--- removes.
+-- union_roots: unions of documents with the clusters of their matches, once per distinct root (see
+-- _uf_union: a match deleted meanwhile joins nothing).
 --
 -- KEYS[1] UF: the union-find parent hash (keys.uf_parent)
 -- KEYS[2] KIDS: the children counts (keys.uf_children)
@@ -16,36 +13,12 @@
 -- root n had before it.
 local UF, KIDS, GONE, FLOOR, RING, FWD = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 --#include _uf_writes
-local function vanished(m, id)  -- (a node with a parent is there: no lookup)
-  return up(m) == m and counted(m) and redis.call('HGET', FWD, id) ~= m and not has_children(m)
-end
+--#include _uf_union
 local out = {}
 local i = 1
 while i <= #ARGV do
-  local n, k = ARGV[i], tonumber(ARGV[i + 1])
-  local roots, done, was = {}, {}, find(n)
-  for j = 1, k do
-    local m = ARGV[i + 2 * j]
-    if vanished(m, ARGV[i + 1 + 2 * j]) then
-      roots[j], done[m] = m, true
-    else
-      roots[j] = find(m)
-    end
-  end
-  for j = 1, k do
-    if not done[roots[j]] then
-      done[roots[j]] = true
-      local a, b = find(n), find(roots[j])
-      if a ~= b then
-        if tonumber(a) > tonumber(b) then a, b = b, a end
-        set_parent(b, a)
-        ring_join(a, b)
-      end
-    end
-  end
-  out[#out + 1] = tonumber(find(n))
-  for j = 1, k do out[#out + 1] = tonumber(roots[j]) end
-  out[#out + 1] = tonumber(was)
+  local k = tonumber(ARGV[i + 1])
+  unite(ARGV[i], k, ARGV, i + 2, out)
   i = i + 2 + 2 * k
 end
 flush_children()
