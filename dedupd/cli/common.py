@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urlsplit
@@ -167,3 +168,34 @@ def _redact_path(url: str) -> str:
     scheme, _, rest = url.partition("://")
     host = rest.rpartition("@")[2].split("/")[0]
     return f"{scheme}://{'***@' if '@' in rest else ''}{host}/..."
+
+
+class PhaseBar:
+    """One progress bar per phase of a long command, on standard error: ``update(phase, done, total)``
+    (total None: a count with no end known), ``finish()`` when done."""
+
+    def __init__(self) -> None:
+        self.phase: str | None = None
+        self.bar: Any = None
+
+    def update(self, phase: str, done: int, total: int | None) -> None:
+        if phase != self.phase or self.bar is None:
+            self.finish()
+            self.phase = phase
+            self.bar = click.progressbar(
+                length=max(total or 1, 1),
+                label=phase,
+                file=sys.stderr,
+                show_eta=total is not None,
+                show_pos=True,
+                show_percent=total is not None,
+            )
+            self.bar.render_progress()
+        if total is not None:
+            self.bar.length = max(total, 1)
+        self.bar.update(done - self.bar.pos)
+
+    def finish(self) -> None:
+        if self.bar is not None:
+            self.bar.render_finish()
+            self.bar = None

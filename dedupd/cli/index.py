@@ -7,14 +7,13 @@ import json
 import logging
 import math
 import os
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from dedupd.cli.common import common_options, connect_to, plural, settings_from, verbose_option
+from dedupd.cli.common import PhaseBar, common_options, connect_to, plural, settings_from, verbose_option
 from dedupd.cli.sample import DEFAULT_LIMIT, LateProgress, Sample, read_sample, render_sample, sample_dict
 from dedupd.index.keys import Keys
 from dedupd.ops.producer import FORMATS
@@ -221,7 +220,7 @@ def rebuild(
         raise click.UsageError("--alert-existing goes with a rebuild, not with --abort")
     settings = settings_from(**opts)
     client = connect_to(settings)
-    bar = _PhaseBar()
+    bar = PhaseBar()
     stored = Generations(client, Keys(settings.prefix)).read()
     if abort:
         dropped = Rebuild(client, settings, settings.index_spec(), bar.update).abort()
@@ -277,7 +276,7 @@ def rebuild(
         _pay(payer, owed, bar)
 
 
-def _pay(payer: ExistingPairs, owed: OwedAlerts, bar: _PhaseBar) -> None:
+def _pay(payer: ExistingPairs, owed: OwedAlerts, bar: PhaseBar) -> None:
     """Write the alerts a rebuild that lowered the threshold owes, and say how many."""
     paid = payer.pay(owed)
     bar.finish()
@@ -319,33 +318,3 @@ def _sample_report(settings: Settings, file: str, fmt: str, limit: int) -> tuple
     )
     progress.finish()
     return report, sample
-
-
-class _PhaseBar:
-    """One progress bar per phase of a long command, on standard error."""
-
-    def __init__(self) -> None:
-        self.phase: str | None = None
-        self.bar: Any = None
-
-    def update(self, phase: str, done: int, total: int | None) -> None:
-        if phase != self.phase:
-            self.finish()
-            self.phase = phase
-            self.bar = click.progressbar(
-                length=total or 1,
-                label=phase,
-                file=sys.stderr,
-                show_eta=total is not None,
-                show_pos=True,
-                show_percent=total is not None,
-            )
-            self.bar.render_progress()
-        if total is not None:
-            self.bar.length = max(total, 1)
-        self.bar.update(done - self.bar.pos)
-
-    def finish(self) -> None:
-        if self.bar is not None:
-            self.bar.render_finish()
-            self.bar = None

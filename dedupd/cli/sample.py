@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from dedupd.cli.common import plural
+from dedupd.cli.common import PhaseBar, plural
 from dedupd.errors import ConfigError
 from dedupd.ops.producer import BadLine, Item, directory_items, read_items
 
@@ -113,15 +113,14 @@ def _bad(sample: Sample, where: str, reason: str) -> None:
         click.echo(f"{sample.name}:{where}: skipped: {reason}", err=True)
 
 
-class LateProgress:
+class LateProgress(PhaseBar):
     """Progress on stderr once the work has taken more than ``after_s``: a bar per phase on a terminal,
     else a line per phase."""
 
     def __init__(self, after_s: float = 1.0) -> None:
+        super().__init__()
         self.started = time.monotonic()
         self.after_s = after_s
-        self.phase: str | None = None
-        self.bar: Any = None
         self.tty = sys.stderr.isatty()
 
     def __call__(self, phase: str, done: int, total: int | None) -> None:
@@ -132,26 +131,7 @@ class LateProgress:
                 self.phase = phase
                 click.echo(f"dedupd: {phase}...", err=True)
             return
-        if phase != self.phase or self.bar is None:
-            self.finish()
-            self.phase = phase
-            self.bar = click.progressbar(
-                length=max(total or 1, 1),
-                label=phase,
-                file=sys.stderr,
-                show_eta=total is not None,
-                show_pos=True,
-                show_percent=total is not None,
-            )
-            self.bar.render_progress()
-        if total is not None:
-            self.bar.length = max(total, 1)
-        self.bar.update(done - self.bar.pos)
-
-    def finish(self) -> None:
-        if self.bar is not None:
-            self.bar.render_finish()
-            self.bar = None
+        self.update(phase, done, total)
 
 
 def render_sample(report: SampleReport, sample: Sample, shingle: str) -> str:

@@ -347,7 +347,7 @@ def supervise(data_dir: Path, executable: str) -> int:
     try:
         _watch(layout, server, fd)
     finally:
-        _stop(server)
+        stop_server(server)
         os.close(fd)
     return 0
 
@@ -392,19 +392,20 @@ def _watch(layout: Layout, server: subprocess.Popen[bytes], supervisor_fd: int) 
         time.sleep(POLL_S)
         with _locked(layout.lock, wait=False) as taken:
             if taken and live_leases(layout.clients) == 0:
-                _stop(server)
+                stop_server(server)
                 fcntl.flock(supervisor_fd, fcntl.LOCK_UN)
                 return
     print(f"dedupd: redis-server exited with status {server.returncode}", file=sys.stderr, flush=True)
 
 
-def _stop(server: subprocess.Popen[bytes]) -> None:
-    """SIGTERM: Redis writes and fsyncs its append-only file, then exits. SIGKILL if it takes too long."""
+def stop_server(server: subprocess.Popen[bytes], timeout_s: float = STOP_TIMEOUT_S) -> None:
+    """SIGTERM: Redis writes and fsyncs its append-only file (if it keeps one), then exits. SIGKILL if it
+    takes too long."""
     if server.poll() is not None:
         return
     server.terminate()
     try:
-        server.wait(timeout=STOP_TIMEOUT_S)
+        server.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         server.kill()
         server.wait()

@@ -79,7 +79,7 @@ def private_redis() -> Iterator[PrivateServer]:
         yield PrivateServer(workdir, socket)
     finally:
         if proc is not None:
-            _stop(proc)
+            embedded.stop_server(proc, STOP_TIMEOUT_S)
         _remove(workdir)
         if lock is not None:
             os.close(lock)
@@ -192,15 +192,3 @@ def _wait_until_up(proc: subprocess.Popen[bytes], workdir: Path, socket: Path) -
                 f"the private Redis of this job did not start: {embedded._last_line(workdir / 'redis.log')}"
             )
         time.sleep(0.02)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM (nothing to save: it exits at once), SIGKILL if it takes too long."""
-    if proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
