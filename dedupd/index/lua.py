@@ -106,6 +106,7 @@ LAYOUT: dict[str, Mapping[str, Value]] = {
     "resolve_ids": {},
     "find_roots": {},
     "union_roots": {},
+    "representatives": {},
     "forget_ids": {},
     "set_floor": {},
     "cluster_page": {},
