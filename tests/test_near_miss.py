@@ -155,8 +155,8 @@ def store_reps(gw: Gateway, root: int, members: list[int]) -> None:
 
 def test_a_near_miss_verifies_at_most_clusters_times_representatives(gateway: Gateway) -> None:
     """A document that nearly matched six clusters, each with ten representatives listed (more than the
-    setting keeps): it verifies the first eight of the four nearest, and none of the cluster it matched nor of
-    the others; what it verified already is not verified again."""
+    setting keeps): it verifies the first eight of the four nearest, and none of the cluster it matched, of
+    a cluster without representatives, nor of the others; what it verified already is not verified again."""
     gw = gateway
     fp = gw.fingerprinter.compute(["the document nearly matching them all"])[0]
     roots = [100 * c for c in range(1, 8)]  # 100 .. 700: root c's members are 100c + 1 ..
@@ -166,10 +166,11 @@ def test_a_near_miss_verifies_at_most_clusters_times_representatives(gateway: Ga
         root + 1: 0.61 + 0.02 * c for c, root in enumerate(roots[:6])
     }  # 601 the nearest, 101 the farthest
     near[702] = 0.79  # the nearest of all, but of the cluster it matched (through 701)
+    near[801] = 0.78  # near, but a cluster without representatives (one of the batch's): it takes no place
     got = Verification(
         matches={1: [Found("d701", 0.9, 701)]},
         candidates={1: {*near, 602, 701}},
-        roots={n: n - n % 100 for n in [*near, 602, 701]},
+        roots={n: n - n % 100 for n in [*near, 602, 701] if n != 801},
         near={1: near},
     )
     found = near_misses(gw, {1: ("doc", fp)}, got, {1: 1})

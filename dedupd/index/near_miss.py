@@ -10,8 +10,9 @@ or above ``2t - 1``. Jaccard distance ``1 - J`` is a metric, so if the document 
 X and a member Y is at ``>= t`` to X, then ``1 - J(D, Y) <= (1 - t) + (1 - t)``: D is at ``>= 2t - 1`` to Y.
 Every member read of a cluster one of whose members D duplicates, and that is itself within ``t`` of that
 member, is therefore a near miss. D is then verified against the representatives of its
-``near_miss_clusters`` nearest near-missed clusters (by their best similarity), those it did not verify
-already: at most ``near_miss_clusters x representatives`` more verifications per document, in at most three
+``near_miss_clusters`` nearest near-missed clusters (by their best similarity) that keep some (a document
+of D's own batch is a cluster of its own until the batch's unions, with none: it takes no place), those
+it did not verify already: at most ``near_miss_clusters x representatives`` more verifications per document, in at most three
 more exchanges per batch for all its documents (the roots not known yet, the representatives, their records),
 none for a batch without a near miss. A representative so
 found is a match like any: alerted, unioned, counted.
@@ -70,20 +71,20 @@ def near_misses(
     if wanted:
         ordered = sorted(wanted)
         roots = {**roots, **dict(zip(ordered, gw.roots(ordered), strict=True))}
-    chosen = {
-        k: picked
+    ranked = {  # (every near-missed cluster: at most as many as the candidates verified)
+        k: near_roots
         for k, sims in got.near.items()
-        if (picked := nearest(sims, roots, {roots.get(m, m) for m in matched_of.get(k, ())}, most))
+        if (near_roots := nearest(sims, roots, {roots.get(m, m) for m in matched_of.get(k, ())}, len(sims)))
     }
-    if not chosen:
+    if not ranked:
         return Verification()
-    asked = sorted({r for rs in chosen.values() for r in rs})
+    asked = sorted({r for rs in ranked.values() for r in rs})
     reps = dict(zip(asked, gw.representatives(asked), strict=True))
     candidates: dict[int, set[int]] = {}
     root_now: dict[int, int] = {}
-    for k, rs in chosen.items():
+    for k, rs in ranked.items():
         seen, skip = got.candidates.get(k, set()), {k, selves.get(k, k)}
-        for r in rs:
+        for r in [r for r in rs if reps[r][1]][:most]:
             now, members = reps[r]
             for m in members[:kept]:
                 if m not in seen and m not in skip:
