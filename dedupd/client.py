@@ -39,6 +39,7 @@ from dedupd.index.gateway import RedisGateway
 from dedupd.index.generations import Generations
 from dedupd.index.keys import Keys
 from dedupd.index.matching import verify_reads
+from dedupd.index.near_miss import near_misses
 from dedupd.index.verdict import Match, Verdict, cluster_of
 from dedupd.ops.alerts import decode_alert
 from dedupd.server.connection import RedisClient, connect
@@ -239,7 +240,10 @@ class Client:
         nums = gw.nums_of([i or "" for i in ids])  # an indexed document's id: compared as its upsert
         reads = gw.peek(list(bands))
         own = {-(i + 1): (ids[i] or "", fps[i]) for i in live}
-        matched = verify_reads(gw, own, {-(i + 1): (reads[k], nums[i]) for k, i in enumerate(live)}).matches
+        read = {-(i + 1): (reads[k], nums[i]) for k, i in enumerate(live)}
+        got = verify_reads(gw, own, read)
+        got.add(near_misses(gw, own, got, {k: num for k, (_, num) in read.items()}))
+        matched = got.matches
         hits = [matched.get(-(i + 1), []) for i in range(len(texts))]
         indexed = _indexed(gw, nums)
         return [

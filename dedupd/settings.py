@@ -182,6 +182,26 @@ class Settings(BaseSettings):
         1000, ge=1, description="how long a batch waits for them (then it is redone)"
     )
 
+    # a cluster's representatives: a document that nearly matches a cluster is checked against them
+    representatives: int = Field(
+        8,
+        ge=0,
+        le=64,
+        description=(
+            "members of each duplicate cluster kept as its representatives, the most often matched"
+            " (0: none, no near-miss check)"
+        ),
+    )
+    near_miss_clusters: int = Field(
+        4,
+        ge=0,
+        le=64,
+        description=(
+            "clusters a document nearly matched (best similarity at least 2 x threshold - 1, none at the"
+            " threshold) whose representatives it is also verified against, the nearest first (0: none)"
+        ),
+    )
+
     # bounded work per document (a flood of copies costs what as many different documents cost)
     bucket_members: int = Field(
         32,
@@ -371,7 +391,13 @@ class Settings(BaseSettings):
 
     def bounds(self) -> Bounds:
         """The per-document work bounds (bounds.py)."""
-        return Bounds(self.bucket_members, self.max_candidates, self.max_matches)
+        return Bounds(
+            self.bucket_members,
+            self.max_candidates,
+            self.max_matches,
+            representatives=self.representatives,
+            near_miss_clusters=self.near_miss_clusters,
+        )
 
     def index_spec(self) -> IndexSpec:
         """The index spec these settings ask for (bands x rows chosen from the threshold unless given)."""

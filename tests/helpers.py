@@ -67,6 +67,21 @@ def variant(rng: random.Random, base: str, edits: int = 1) -> str:
     return " ".join(words)
 
 
+def star(rng: random.Random, base: str, n: int, edits: int = 2) -> list[str]:
+    """``n`` variants of ``base``, each with ``edits`` words replaced by words of its own, inside the text, at
+    places no other variant edits: a star (word:3 on 80 words, 2 edits: about 0.86 to the base, 0.73 to one
+    another; a test checks its own by hand)."""
+    words = base.split()
+    places = rng.sample(range(2, len(words) - 2), n * edits)
+    out = []
+    for i in range(n):
+        mine = list(words)
+        for j, at in enumerate(places[i * edits : (i + 1) * edits]):
+            mine[at] = f"v{i}w{j}"
+        out.append(" ".join(mine))
+    return out
+
+
 def make_daemon(url: str, **overrides: Any) -> Daemon:
     overrides.setdefault("block_ms", 50)
     settings = load_settings(redis_url=url, **overrides)

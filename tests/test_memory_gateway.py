@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import redis
-from helpers import raw_entry, text, variant
+from helpers import raw_entry, star, text, variant
 
 from dedupd.daemon.batch import BatchResult, RawEntry
 from dedupd.daemon.processor import Processor
@@ -104,6 +104,7 @@ class Index:
                 "tombstones": dict(s.tombstones),
                 "expiring": set(s.tombstone_expiry),
                 "uf": (dict(s.parent), dict(s.children), set(s.gone), dict(s.ring)),
+                "reps": {root: [tuple(e) for e in reps] for root, reps in s.reps.items()},
                 "streams": streams,
                 "seen": {k: set(v) for k, v in s.seen.items() if v},
                 "counters": dict(s.counters),
@@ -116,6 +117,10 @@ class Index:
         def rings(name: str) -> dict[int, tuple[int, int]]:
             return {int(a): (int(b.split()[0]), int(b.split()[1])) for a, b in r.hgetall(name).items()}
 
+        def reps(name: str) -> dict[int, list[tuple[int, ...]]]:
+            packed = {int(a): np.frombuffer(b, "<u4").reshape(-1, 2) for a, b in r.hgetall(name).items()}
+            return {root: [tuple(e) for e in pairs.tolist()] for root, pairs in packed.items()}
+
         return {
             "records": {key.decode(): r.get(key) for key in r.scan_iter(match=k.doc_pattern_of(0))},
             "buckets": self.buckets(),
@@ -124,6 +129,7 @@ class Index:
             "tombstones": {a.decode(): b.decode() for a, b in r.hgetall(k.tombstones).items()},
             "expiring": {a.decode() for a in r.zrange(k.tombstone_expiry, 0, -1)},
             "uf": (ints(k.uf_parent), ints(k.uf_children), set(ints(k.uf_gone)), rings(k.uf_ring)),
+            "reps": reps(k.uf_reps),
             "streams": {key.decode(): self.stream(key.decode()) for key in r.scan_iter(_type="STREAM")},
             "seen": {
                 key.decode(): {m.decode() for m in r.zrange(key, 0, -1)}
@@ -369,6 +375,32 @@ def case_cluster_members(ix: Index) -> None:
     ix.run([{"id": got[k], "op": "delete"}])
     with pytest.raises(CursorError):
         ix.gw.cluster_page("b2", stop, k)  # type: ignore[attr-defined]
+
+
+def case_near_miss(ix: Index) -> None:
+    """A star whose base has left every bucket (its variants, below the threshold to one another, crowd it
+    out): each later variant nearly matches the variants it reads and finds the base among the cluster's
+    representatives; a union merges two clusters' representatives into the older root's; a deleted
+    representative is named no more."""
+    ix.setup(representatives=3)
+    rng = random.Random(19)
+    base, other = text(rng, 80), text(rng)
+    ix.run([{"id": "o0", "text": other}, {"id": "o1", "text": variant(rng, other, 2)}])
+    ix.run([{"id": "base", "text": base}])
+    variants = [{"id": f"v{i:02}", "text": t} for i, t in enumerate(star(rng, base, 16))]
+    ix.run(variants, batch=2)
+    named = {a["id"]: {m[0] for m in json.loads(a["matches"])} for a in ix.alerts()}
+    assert all("base" in named[v["id"]] for v in variants), named
+    reps = ix.snapshot()["reps"]
+    assert sorted(reps) == [ix.num("o0"), ix.num("base")] and reps[ix.num("base")][0][0] == ix.num("base")
+    ix.run([{"id": "o1", "text": variant(rng, base, 1)}])  # o1 joins the star: the clusters merge
+    reps = ix.snapshot()["reps"]
+    assert list(reps) == [ix.num("o0")] and len(reps[ix.num("o0")]) == 3
+    assert reps[ix.num("o0")][0][0] == ix.num("base")
+    ix.run([{"id": "base", "op": "delete"}])
+    assert [m for m, _ in ix.snapshot()["reps"][ix.num("o0")]] == [m for m, _ in reps[ix.num("o0")][1:]]
+    ix.run([{"id": "late", "text": star(rng, base, 1)[0]}])
+    assert all(m[0] != "base" for a in ix.alerts() if a["id"] == "late" for m in json.loads(a["matches"]))
 
 
 CASES: dict[str, Callable[[Index], None]] = {

@@ -2,8 +2,9 @@
 
 A document is verified against what its buckets held (index/matching.py picks a few of each cluster, the
 best-ranked), against the nearest earlier documents of its own batch that share a band hash with it (as a
-bucket would have held them: bounds.predecessors), and, when that found nothing, against the deeper ones of
-its batch. A flood's copies match at once in their buckets and never pay for the deeper looks.
+bucket would have held them: bounds.predecessors), when that found nothing, against the deeper ones of
+its batch, and last, for a cluster it nearly matched, against the cluster's representatives
+(index/near_miss.py). A flood's copies match at once in their buckets and never pay for the deeper looks.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 from dedupd.daemon.batch import Run
 from dedupd.daemon.planner import Action
 from dedupd.index.matching import Verification, verify_reads
+from dedupd.index.near_miss import near_misses
 from dedupd.index.protocol import NO_IDS, Gateway, Packed
 from dedupd.similarity.bounds import (
     BATCH_NEIGHBOURS,
@@ -65,6 +67,7 @@ def verify_run(gw: Gateway, run: Run) -> Verification:
     deeper = look_further(gw, run, batch, checked, got)
     if deeper:
         got.add(verify_reads(gw, checked.own, deeper))
+    got.add(near_misses(gw, checked.own, got, {k: num for k, (_, num) in checked.reads.items()}))
     by_key = {key: i for i, key in checked.key_of.items()}
     return Verification(
         {by_key[k]: m for k, m in got.matches.items()},

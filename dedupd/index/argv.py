@@ -157,14 +157,14 @@ def find_roots(nums: Iterable[int]) -> list[Arg]:
     return list(nums)
 
 
-def union_roots(groups: Iterable[tuple[int, Sequence[tuple[int, str]]]]) -> list[Arg]:
-    """union_roots.lua: per group a document's integer id, how many matches, then each match's integer id
-    and document id.
+def union_roots(cap: int, groups: Iterable[tuple[int, Sequence[tuple[int, str]]]]) -> list[Arg]:
+    """union_roots.lua: the most representatives a cluster keeps, then per group a document's integer id, how
+    many matches, then each match's integer id and document id.
 
-    >>> union_roots([(5, [(1, "a"), (2, "b")]), (6, [])])
-    [5, 2, 1, 'a', 2, 'b', 6, 0]
+    >>> union_roots(8, [(5, [(1, "a"), (2, "b")]), (6, [])])
+    [8, 5, 2, 1, 'a', 2, 'b', 6, 0]
     """
-    out: list[Arg] = []
+    out: list[Arg] = [cap]
     for num, matches in groups:
         out += [num, len(matches)]
         for match in matches:
@@ -172,14 +172,14 @@ def union_roots(groups: Iterable[tuple[int, Sequence[tuple[int, str]]]]) -> list
     return out
 
 
-def union_live(groups: Iterable[tuple[int, str, Sequence[tuple[int, str]]]]) -> list[Arg]:
-    """union_live.lua: per group a document's integer id and document id, how many matches, then each
-    match's integer id and document id.
+def union_live(cap: int, groups: Iterable[tuple[int, str, Sequence[tuple[int, str]]]]) -> list[Arg]:
+    """union_live.lua: the most representatives a cluster keeps, then per group a document's integer id and
+    document id, how many matches, then each match's integer id and document id.
 
-    >>> union_live([(5, "e", [(1, "a")]), (6, "f", [])])
-    [5, 'e', 1, 1, 'a', 6, 'f', 0]
+    >>> union_live(8, [(5, "e", [(1, "a")]), (6, "f", [])])
+    [8, 5, 'e', 1, 1, 'a', 6, 'f', 0]
     """
-    out: list[Arg] = []
+    out: list[Arg] = [cap]
     for num, doc_id, matches in groups:
         out += [num, doc_id, len(matches)]
         for match in matches:

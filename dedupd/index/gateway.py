@@ -170,7 +170,7 @@ class RedisGateway:
         self._emit, self._union = reg(lua.EMIT_MANY), reg(unionfind.UNION_ROOTS)
         self._union_live = reg(unionfind.UNION_LIVE)
         self._reply, self._roots, self._evict = reg(lua.REPLY), reg(unionfind.FIND_ROOTS), reg(lua.EVICT)
-        self._page = reg(unionfind.CLUSTER_PAGE)
+        self._page, self._reps = reg(unionfind.CLUSTER_PAGE), reg(unionfind.REPRESENTATIVES)
         self._uf = [keys.uf_parent, keys.uf_children, keys.uf_gone, keys.uf_floor, keys.uf_ring]
         self._shift = np.uint64(64 - spec.shard_bits)
         # The caches below are shared by the daemon's two threads (the main thread indexes a batch while the
@@ -377,7 +377,7 @@ class RedisGateway:
         args = argv.forget_ids(int(time.time() * 1000), self.tombstone_ttl_s * 1000, deleted)
         keys = [*self._uf, self.keys.id_forward, self.keys.tombstones, self.keys.tombstone_expiry]
         pipe = ScriptPipeline(self.client)
-        pipe.script(self._forget, keys, args)
+        pipe.script(self._forget, [*keys, self.keys.uf_reps], args)
         pipe.execute()
         self._known.forget(num for _, num, _ in deleted)  # (a node removed is its own root again)
 
@@ -411,6 +411,15 @@ class RedisGateway:
         if fresh:
             return self._find_roots(nums)
         return self._known.roots(nums, self._find_roots)
+
+    def representatives(self, roots: Sequence[int]) -> list[tuple[int, list[int]]]:
+        """The representatives of the clusters of ``roots`` (roots as this process knows them: one merged
+        since is followed to its root now), in one call (unionfind.REPRESENTATIVES): per root, the root now
+        and its representatives, most matched first (none for a cluster no alert joined)."""
+        if not roots:
+            return []
+        reply = self._reps(keys=[self.keys.uf_parent, self.keys.uf_reps], args=argv.find_roots(roots))
+        return unionfind.representatives_replies(reply)
 
     def _find_roots(self, nums: Sequence[int]) -> list[int]:
         """The roots, from the union-find in Redis (unionfind.FIND_ROOTS); kept as known."""
@@ -463,8 +472,8 @@ class RedisGateway:
             Per group, the root of the document's cluster after it, and the root each match had before
             (before the document joined: its earlier cluster); the names read.
         """
-        args = argv.union_roots(groups)
-        keys = [*self._uf, self.keys.id_forward]
+        args = argv.union_roots(self.bounds.representatives, groups)
+        keys = [*self._uf, self.keys.id_forward, self.keys.uf_reps]
         names: dict[int, str] = {}
         if exchange is None:
             reply: list[Any] = self._union(keys=keys, args=args)
@@ -489,8 +498,9 @@ class RedisGateway:
         a group whose id no longer maps to its document, deleted meanwhile, is skipped); its reply is read with
         unionfind.live_replies."""
         if groups:
-            keys = [*self._uf, self.keys.id_forward]
-            cast(ScriptPipeline, exchange).script(self._union_live, keys, argv.union_live(groups))
+            keys = [*self._uf, self.keys.id_forward, self.keys.uf_reps]
+            args = argv.union_live(self.bounds.representatives, groups)
+            cast(ScriptPipeline, exchange).script(self._union_live, keys, args)
 
     def cluster_page(self, doc_id: str, cursor: str | None = None, limit: int = 100) -> ClusterPage:
         """A page of the members of ``doc_id``'s cluster (cluster_page.py): one script call in the ids' slot

@@ -205,6 +205,14 @@ class Keys:
         return f"{self._ids_tag}:ufr"
 
     @property
+    def uf_reps(self) -> str:
+        """Hash: cluster root -> its representatives, packed ``<I4I4`` (integer id, count) pairs, most matched
+        first: at most ``representatives`` members, each counted when a later document's best match in the
+        cluster was it (_uf_reps.lua); a cluster that no alert joined has none. Verified on a near miss
+        (index/near_miss.py)."""
+        return f"{self._ids_tag}:ufp"
+
+    @property
     def uf_ring_floor(self) -> str:
         """String: the highest integer id given out before the rings were kept (an index made by an earlier
         version of dedupd); a cluster whose root is at most this may lack members in its ring."""

@@ -107,6 +107,7 @@ LAYOUT: dict[str, Mapping[str, Value]] = {
     "find_roots": {},
     "union_roots": {},
     "union_live": {},
+    "representatives": {},
     "forget_ids": {},
     "set_floor": {},
     "cluster_page": {},

@@ -50,12 +50,14 @@ def similarities(
 class Verification:
     """What verifying some keys' bucket reads found: by key, the verified matches (best first; keys without
     any left out), the candidates verified and the distinct ids read (ranked); the cluster roots looked up,
-    by integer id."""
+    by integer id; and by key, the candidates verified below the threshold but at or above ``2t - 1`` with
+    their similarity (near_miss.py)."""
 
     matches: dict[int, list[Found]] = field(default_factory=dict)
     candidates: dict[int, set[int]] = field(default_factory=dict)
     read: dict[int, list[int]] = field(default_factory=dict)
     roots: dict[int, int] = field(default_factory=dict)
+    near: dict[int, dict[int, float]] = field(default_factory=dict)
 
     def add(self, other: Verification) -> None:
         """Take in the verification of more candidates of the same (or other) keys."""
@@ -67,6 +69,8 @@ class Verification:
         for k, ids in other.read.items():
             self.read[k] = list(dict.fromkeys([*self.read.get(k, ()), *ids]))
         self.roots.update(other.roots)
+        for k, sims in other.near.items():
+            self.near.setdefault(k, {}).update(sims)
 
 
 def verify_reads(
@@ -87,10 +91,11 @@ def verify_reads(
     # among the ids read but not picked: read with the picked ones' records, they are verified without
     # another exchange
     ahead = [n for n in unpicked.tolist() if n not in own]
-    got.matches, stored = verify_candidates(gw, own, got.candidates, ahead)
+    got.matches, stored, got.near = verify_candidates(gw, own, got.candidates, ahead)
     more = further_candidates(got, gw.bounds.max_candidates)
     if more:
-        got.add(Verification(verify_candidates(gw, own, more, (), stored)[0], more))
+        found, _, near = verify_candidates(gw, own, more, (), stored)
+        got.add(Verification(found, more, near=near))
     return got
 
 
@@ -178,7 +183,7 @@ def verify_candidates(
     candidates: Mapping[int, set[int]],
     ahead: Sequence[int] = (),
     held: Mapping[int, bytes | None] | None = None,
-) -> tuple[dict[int, list[Found]], dict[int, bytes | None]]:
+) -> tuple[dict[int, list[Found]], dict[int, bytes | None], dict[int, dict[int, float]]]:
     """Verify candidates in one exchange and one compiled call.
 
     Args:
@@ -191,7 +196,9 @@ def verify_candidates(
 
     Returns:
         By key, the verified matches at or above the index's threshold, best first (keys without any left
-        out); and the stored bytes this exchange read (``ahead``'s included), to be ``held`` by a later call.
+        out); the stored bytes this exchange read (``ahead``'s included), to be ``held`` by a later call;
+        and by key, the candidates below the threshold but at or above ``2t - 1`` (near misses: near_miss.py)
+        with their similarity.
     """
     named: set[int] = set().union(*candidates.values())
     wanted = named - own.keys()
@@ -211,4 +218,9 @@ def verify_candidates(
     for found in by_key.values():  # (all at or above the threshold: matches.matches_of's order, in place)
         if len(found) > 1:
             found.sort(key=best_first)
-    return by_key, read.stored
+    near: dict[int, dict[int, float]] = {}
+    t = gw.spec.threshold
+    close = np.flatnonzero((sims < t) & (sims >= 2 * t - 1))
+    for a, c, sim in zip(left[close].tolist(), right[close].tolist(), sims[close].tolist(), strict=True):
+        near.setdefault(keys[a], {})[keys[c]] = sim
+    return by_key, read.stored, near

@@ -190,6 +190,10 @@ class MemoryGateway:
             return self._find_roots(nums)
         return self._known.roots(nums, self._find_roots)
 
+    def representatives(self, roots: Sequence[int]) -> list[tuple[int, list[int]]]:
+        """Per cluster root, the root now and its representatives (RedisGateway.representatives)."""
+        return scripts.representatives(self.store, roots)
+
     def _find_roots(self, nums: Sequence[int]) -> list[int]:
         found = scripts.find_roots(self.store, nums)
         self._known.learn_found(nums, found)
@@ -274,14 +278,14 @@ class MemoryGateway:
         ``unnamed`` roots read before the unions, for their names (RedisGateway.union)."""
         names: dict[int, str] = {}
         if exchange is None:
-            reply = scripts.union_roots(self.store, groups)
+            reply = scripts.union_roots(self.store, self.bounds.representatives, groups)
         else:
             pipe = cast(MemoryExchange, exchange)
             wanted = list(dict.fromkeys(unnamed))
             first = len(pipe)
             for n in wanted:
                 pipe.queue(partial(self.store.records.get, self.record_key(n)))
-            pipe.queue(partial(scripts.union_roots, self.store, groups))
+            pipe.queue(partial(scripts.union_roots, self.store, self.bounds.representatives, groups))
             replies = pipe.execute()
             reply = replies[-1]
             names = dict(zip(wanted, map(cluster_name, wanted, replies[first:-1]), strict=True))

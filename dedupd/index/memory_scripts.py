@@ -45,6 +45,7 @@ class MemoryStore:
     floor: int = 0  # Keys.uf_floor (unionfind.SET_FLOOR of a new index)
     ring: dict[int, tuple[int, int]] = field(default_factory=dict)  # Keys.uf_ring: (next, prev)
     ring_floor: int = 0  # Keys.uf_ring_floor (unionfind.SET_FLOOR of a new index)
+    reps: dict[int, list[list[int]]] = field(default_factory=dict)  # Keys.uf_reps: root -> [id, count] each
     streams: dict[str, list[dict[bytes, bytes]]] = field(default_factory=dict)  # entries as XRANGE reads them
     seen: dict[str, dict[str, int]] = field(default_factory=dict)  # Keys.seen(stream): marker -> ms
     counters: dict[str, int] = field(default_factory=dict)  # Keys.counters
@@ -365,18 +366,86 @@ class UnionFind:
         return self.up(m) == m and self.counted(m) and s.ids.get(doc_id) != m and not self.has_children(m)
 
 
-def union_roots(store: MemoryStore, groups: Sequence[tuple[int, Sequence[tuple[int, str]]]]) -> list[int]:
-    """unionfind.UNION_ROOTS: per group the root after it, the root each match had before, the root n had."""
+class Representatives:
+    """_uf_reps.lua: the clusters' representatives as one script call changes them (written at its end)."""
+
+    def __init__(self, store: MemoryStore, cap: int) -> None:
+        self.s = store
+        self.cap = cap
+        self.view: dict[int, list[list[int]]] = {}
+
+    def of(self, r: int) -> list[list[int]]:
+        if r not in self.view:
+            self.view[r] = [list(e) for e in self.s.reps.get(r, [])]
+        return self.view[r]
+
+    @staticmethod
+    def rise(lst: list[list[int]], i: int) -> None:
+        while i > 0 and lst[i - 1][1] < lst[i][1]:
+            lst[i - 1], lst[i] = lst[i], lst[i - 1]
+            i -= 1
+
+    def count(self, r: int, m: int) -> None:
+        if self.cap < 1:
+            return
+        lst = self.of(r)
+        for i, e in enumerate(lst):
+            if e[0] == m:
+                e[1] += 1
+                self.rise(lst, i)
+                return
+        del lst[self.cap :]
+        if len(lst) < self.cap:
+            lst.append([m, 1])
+        else:
+            lst[-1] = [m, lst[-1][1] + 1]
+        self.rise(lst, len(lst) - 1)
+
+    def merge(self, a: int, b: int) -> None:
+        lb = self.of(b)
+        if not lb:
+            return
+        la = self.of(a)
+        for e in lb:
+            la.append(e)
+            self.rise(la, len(la) - 1)
+        del la[self.cap :]
+        self.view[b] = []
+
+    def drop(self, r: int, m: int) -> None:
+        lst = self.of(r)
+        for i, e in enumerate(lst):
+            if e[0] == m:
+                del lst[i]
+                return
+
+    def flush(self) -> None:
+        for r, lst in self.view.items():
+            if lst:
+                self.s.reps[r] = lst
+            else:
+                self.s.reps.pop(r, None)
+        self.view = {}
+
+
+def union_roots(
+    store: MemoryStore, cap: int, groups: Sequence[tuple[int, Sequence[tuple[int, str]]]]
+) -> list[int]:
+    """unionfind.UNION_ROOTS: per group the root after it, the root each match had before, the root n had;
+    each match counted in the representatives of n's cluster after it (not one deleted)."""
     uf = UnionFind(store)
+    reps = Representatives(store, cap)
     out: list[int] = []
     for n, matches in groups:
         was = uf.find(n)
         roots: list[int] = []
         done: set[int] = set()
-        for m, doc_id in matches:
+        lost: set[int] = set()
+        for j, (m, doc_id) in enumerate(matches):
             if uf.vanished(m, doc_id):
                 roots.append(m)
                 done.add(m)
+                lost.add(j)
             else:
                 roots.append(uf.find(m))
         for r in roots:
@@ -386,9 +455,24 @@ def union_roots(store: MemoryStore, groups: Sequence[tuple[int, Sequence[tuple[i
                 if a != b:
                     uf.set_parent(max(a, b), min(a, b))
                     uf.ring_join(min(a, b), max(a, b))
-        out += [uf.find(n), *roots, was]
+                    reps.merge(min(a, b), max(a, b))
+        root = uf.find(n)
+        for j, (m, _) in enumerate(matches):
+            if j not in lost and m not in store.gone:
+                reps.count(root, m)
+        out += [root, *roots, was]
     uf.flush_children()
     uf.flush_ring()
+    reps.flush()
+    return out
+
+
+def representatives(store: MemoryStore, nums: Sequence[int]) -> list[tuple[int, list[int]]]:
+    """unionfind.REPRESENTATIVES (read only), as unionfind.representatives_replies gives it."""
+    out: list[tuple[int, list[int]]] = []
+    for n in nums:
+        root = _walk(store.parent, n)[0]
+        out.append((root, [m for m, _ in store.reps.get(root, [])]))
     return out
 
 
@@ -396,9 +480,11 @@ def forget_ids(store: MemoryStore, deleted: Sequence[tuple[str, int, str]], now:
     """unionfind.FORGET_IDS: forget each (doc id, n, delete's entry id), its node, leave its tombstone;
     expired tombstones go (at most 256). Returns how many expired."""
     uf = UnionFind(store)
+    reps = Representatives(store, 0)
     for doc_id, n, entry in deleted:
         if n != 0 and store.ids.get(doc_id) == n:
             del store.ids[doc_id]
+            reps.drop(_walk(store.parent, n)[0], n)
             uf.forget_node(n)
         tomb = store.tombstones.get(doc_id)
         if tomb is None or _sid(entry) > _sid(tomb):
@@ -410,6 +496,7 @@ def forget_ids(store: MemoryStore, deleted: Sequence[tuple[str, int, str]], now:
         del store.tombstone_expiry[doc_id]
     uf.flush_children()
     uf.flush_ring()
+    reps.flush()
     return len(old)
 
 

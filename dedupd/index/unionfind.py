@@ -34,6 +34,13 @@ members that joined it before; the page says so, unless it walked the whole ring
 its older nodes show that none hangs outside it (a document alone, counted, is whole: cluster_page.lua).
 Rebuilds leave the union-find, rings included, as it is.
 
+Representatives: each cluster's root keeps, in :attr:`Keys.uf_reps`, up to ``representatives`` of its members
+with a count each: how often a later document's best match in the cluster was that member (_uf_reps.lua,
+written by ``UNION_ROOTS`` in the call that unions the document; a newcomer to a full list takes the last
+one's place, Space-Saving's rule). A union merges the two lists into the older root's; a delete takes the
+document out of its cluster's list (``FORGET_IDS``), and a list left empty goes. ``REPRESENTATIVES`` reads
+them for a near miss (near_miss.py). Cost: 8 bytes per representative, one field per cluster an alert joined.
+
 Example: unions 2 -> 1, then 3 -> 1: the ring 1 -> 2 -> 1, then 1 -> 3 -> 2 -> 1 (``{1: '3 2', 3: '2 1',
 2: '1 3'}``). Delete 3: 1 -> 2 -> 1 again.
 """
@@ -42,6 +49,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from dedupd.index.lua import load
 
@@ -53,6 +62,7 @@ UNION_LIVE = load("union_live")  # the same for documents no daemon holds: only 
 FORGET_IDS = load("forget_ids")  # deleted documents: their ids, their nodes, their tombstones
 SET_FLOOR = load("set_floor")  # the ids given out before the counts (and the rings) existed stay uncounted
 CLUSTER_PAGE = load("cluster_page")  # a page of the members of a document's cluster (read only)
+REPRESENTATIVES = load("representatives")  # the representatives of some clusters (read only; _uf_reps.lua)
 
 
 def union_replies(
@@ -95,4 +105,18 @@ def live_replies(sizes: Sequence[int], reply: Sequence[Any]) -> list[tuple[int, 
             continue
         out.append((int(reply[at + 1]), [int(x) for x in reply[at + 2 : at + 2 + k]]))
         at += 3 + k
+    return out
+
+
+def representatives_replies(reply: Sequence[Any]) -> list[tuple[int, list[int]]]:
+    """REPRESENTATIVES's reply: per id asked about, the root of its cluster now and the root's
+    representatives, most matched first.
+
+    >>> representatives_replies([1, bytes([2, 0, 0, 0, 5, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0]), 4, b""])
+    [(1, [2, 3]), (4, [])]
+    """
+    out: list[tuple[int, list[int]]] = []
+    for root, packed in zip(reply[0::2], reply[1::2], strict=True):
+        pairs = np.frombuffer(bytes(packed), dtype="<u4")
+        out.append((int(root), pairs[0::2].tolist()))
     return out

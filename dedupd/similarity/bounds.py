@@ -39,11 +39,16 @@ BATCH_NEIGHBOURS = 1  # per band, the nearest earlier documents of its batch wit
 
 @dataclass(frozen=True, slots=True)
 class Bounds:
-    """The per-document bounds (settings ``bucket_members``, ``max_candidates``, ``max_matches``)."""
+    """The per-document bounds (settings ``bucket_members``, ``max_candidates``, ``max_matches``,
+    ``representatives``, ``near_miss_clusters``)."""
 
     bucket_members: int = 32
     max_candidates: int = 64
     max_matches: int = 10
+    # a cluster's representatives and the near miss (index/near_miss.py): settings ``representatives`` and
+    # ``near_miss_clusters``
+    representatives: int = 8
+    near_miss_clusters: int = 4
 
 
 def ranked_flat(

@@ -9,15 +9,19 @@
 -- KEYS[4] FLOOR: the highest integer id whose children are not counted (keys.uf_floor)
 -- KEYS[5] RING: the rings of the clusters' nodes (keys.uf_ring)
 -- KEYS[6] FWD: the id map, document id -> integer id (keys.id_forward)
--- ARGV[1..] groups: "n id k m1 id1 .. mk idk": union n (document id id) with the cluster of each match m
+-- KEYS[7] REPS: the clusters' representatives (keys.uf_reps; counted and merged as union_roots does)
+-- ARGV[1] CAP: the most representatives a cluster keeps (settings.representatives; 0: none kept)
+-- ARGV[2..] groups: "n id k m1 id1 .. mk idk": union n (document id id) with the cluster of each match m
 --
 -- Returns per group: 0 when it was skipped; else 1, the root of n's cluster after the group, the root each m
 -- had before it and the root n had before it.
-local UF, KIDS, GONE, FLOOR, RING, FWD = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local UF, KIDS, GONE, FLOOR, RING, FWD, REPS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local CAP = tonumber(ARGV[1])
 --#include _uf_writes
+--#include _uf_reps
 --#include _uf_union
 local out = {}
-local i = 1
+local i = 2
 while i <= #ARGV do
   local n, k = ARGV[i], tonumber(ARGV[i + 2])
   if redis.call('HGET', FWD, ARGV[i + 1]) == n then
@@ -30,4 +34,5 @@ while i <= #ARGV do
 end
 flush_children()
 flush_ring()
+flush_reps()
 return out

@@ -1,0 +1,97 @@
+"""The near miss: a document that nearly matched a cluster is verified against the cluster's representatives.
+
+A bucket keeps a few members of each cluster (bounds.py), so a document can read only members of a cluster
+that are not its duplicates while its duplicate, an older member, has left every bucket it shares (a star's
+base, pushed out by its variants; a victim pushed out by a crowd of its near-copies). Each cluster keeps its
+most matched members as its representatives (unionfind.py, ``Keys.uf_reps``).
+
+A *near miss*: a document verified members of a cluster, none at or above the threshold ``t``, the best at
+or above ``2t - 1``. Jaccard distance ``1 - J`` is a metric, so if the document D is at ``>= t`` to a member
+X and a member Y is at ``>= t`` to X, then ``1 - J(D, Y) <= (1 - t) + (1 - t)``: D is at ``>= 2t - 1`` to Y.
+Every member read of a cluster one of whose members D duplicates, and that is itself within ``t`` of that
+member, is therefore a near miss. D is then verified against the representatives of its
+``near_miss_clusters`` nearest near-missed clusters (by their best similarity) that keep some (a document
+of D's own batch is a cluster of its own until the batch's unions, with none: it takes no place), those
+it did not verify already: at most ``near_miss_clusters x representatives`` more verifications per document, in at most three
+more exchanges per batch for all its documents (the roots not known yet, the representatives, their records),
+none for a batch without a near miss. A representative so
+found is a match like any: alerted, unioned, counted.
+
+    >>> nearest({7: 0.7, 8: 0.65, 9: 0.75, 4: 0.9}, {7: 1, 8: 2, 9: 1, 4: 3}, {3}, 4)
+    [1, 2]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from dedupd.index.matching import Verification, verify_candidates
+from dedupd.index.protocol import Gateway
+from dedupd.similarity.fingerprint import Fingerprint
+
+__all__ = ["near_misses", "nearest"]
+
+
+def nearest(sims: Mapping[int, float], root_of: Mapping[int, int], matched: set[int], most: int) -> list[int]:
+    """The roots of the ``most`` clusters nearest by their best near-miss similarity in ``sims`` (candidate
+    -> similarity; each candidate's root in ``root_of``, itself when absent), those in ``matched`` left out;
+    ties: the older (smaller) root first."""
+    best: dict[int, float] = {}
+    for n, sim in sims.items():
+        r = root_of.get(n, n)
+        if r not in matched and sim > best.get(r, -1.0):
+            best[r] = sim
+    return sorted(best, key=lambda r: (-best[r], r))[:most]
+
+
+def near_misses(
+    gw: Gateway,
+    own: Mapping[int, tuple[str, Fingerprint]],
+    got: Verification,
+    selves: Mapping[int, int],
+) -> Verification:
+    """The matches among the representatives of each key's nearest near-missed clusters (see the module
+    docstring), not verified before.
+
+    Args:
+        gw: the gateway of the serving generation.
+        own: the documents being checked, by key, with their id and fingerprint (matching.verify_candidates).
+        got: what verifying their reads found (its ``near``: the near misses, by key).
+        selves: by key, its own integer id (a query with an indexed document's id): never its candidate.
+
+    Returns:
+        The verified matches, the representatives verified by key, and the roots of the matched ones.
+    """
+    most, kept = gw.bounds.near_miss_clusters, gw.bounds.representatives
+    if most < 1 or kept < 1 or not got.near:
+        return Verification()
+    roots = got.roots
+    matched_of = {k: [m.num for m in found] for k, found in got.matches.items() if k in got.near}
+    wanted = {n for k, sims in got.near.items() for n in [*sims, *matched_of.get(k, ())]} - roots.keys()
+    if wanted:
+        ordered = sorted(wanted)
+        roots = {**roots, **dict(zip(ordered, gw.roots(ordered), strict=True))}
+    ranked = {  # (every near-missed cluster: at most as many as the candidates verified)
+        k: near_roots
+        for k, sims in got.near.items()
+        if (near_roots := nearest(sims, roots, {roots.get(m, m) for m in matched_of.get(k, ())}, len(sims)))
+    }
+    if not ranked:
+        return Verification()
+    asked = sorted({r for rs in ranked.values() for r in rs})
+    reps = dict(zip(asked, gw.representatives(asked), strict=True))
+    candidates: dict[int, set[int]] = {}
+    root_now: dict[int, int] = {}
+    for k, rs in ranked.items():
+        seen, skip = got.candidates.get(k, set()), {k, selves.get(k, k)}
+        for r in [r for r in rs if reps[r][1]][:most]:
+            now, members = reps[r]
+            for m in members[:kept]:
+                if m not in seen and m not in skip:
+                    candidates.setdefault(k, set()).add(m)
+                    root_now[m] = now
+    if not candidates:
+        return Verification()
+    found, _, _ = verify_candidates(gw, own, candidates)
+    matched = {m.num for ms in found.values() for m in ms}
+    return Verification(found, candidates, roots={m: root_now[m] for m in matched})
