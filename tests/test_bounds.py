@@ -100,19 +100,21 @@ def test_alert_size_does_not_grow_with_the_cluster() -> None:
 @settings(max_examples=300)
 @given(
     st.lists(st.tuples(st.integers(0, 3), st.integers(1, 40), st.integers(0, 2)), max_size=40),
-    st.integers(1, 3),
+    st.integers(0, 3),
+    st.integers(0, 2),
 )
-def test_eviction_rows_are_the_newest_of_each_bucket_and_cluster(
-    hits: list[tuple[int, int, int]], keep: int
+def test_eviction_rows_are_the_newest_and_oldest_of_each_bucket_and_cluster(
+    hits: list[tuple[int, int, int]], newest: int, anchors: int
 ) -> None:
     bucket, num, cluster = (np.array([h[i] for h in hits], dtype=np.int64) for i in range(3))
-    rows = eviction_rows(bucket, num, cluster, keep).tolist()
+    rows = eviction_rows(bucket, num, cluster, newest, anchors).tolist()
     groups = [(hits[i][0], hits[i][2]) for i in rows]
     # each bucket's and cluster's rows together
     assert [g for i, g in enumerate(groups) if i == 0 or groups[i - 1] != g] == list(dict.fromkeys(groups))
-    for g in set(groups) | {(b, c) for b, _, c in hits}:  # brute force: the keep newest of each
-        newest = sorted((n for b, n, c in hits if (b, c) == g), reverse=True)[:keep]
-        assert sorted((hits[i][1] for i in rows if (hits[i][0], hits[i][2]) == g), reverse=True) == newest
+    for g in set(groups) | {(b, c) for b, _, c in hits}:  # brute force: the newest and the oldest of each
+        mine = sorted((n for b, n, c in hits if (b, c) == g), reverse=True)
+        want = mine[:newest] + mine[max(newest, len(mine) - anchors) :]
+        assert sorted((hits[i][1] for i in rows if (hits[i][0], hits[i][2]) == g), reverse=True) == want
 
 
 @given(
@@ -155,7 +157,7 @@ def _predecessors_by_hand(
 ) -> list[tuple[int, int]]:
     """batch_predecessors, one band and hash at a time: each row with the nearest earlier rows that hold
     the same hash in the same band (columns from n_bands on are one band), depth of them (prefix_depth in
-    the prefix band when it is deeper)."""
+    the prefix band when it is deeper), and the first row that holds it when that one is further back."""
     holders: dict[tuple[int, int], list[int]] = {}
     for row, hashes in enumerate(table):
         for col, h in enumerate(hashes):
@@ -165,6 +167,7 @@ def _predecessors_by_hand(
     for (band, _), rows in holders.items():
         d = max(depth, prefix_depth) if band == n_bands else depth
         pairs += [(row, rows[k - j]) for k, row in enumerate(rows) for j in range(1, min(d, k) + 1)]
+        pairs += [(row, rows[0]) for k, row in enumerate(rows) if k > d]  # the bucket's anchor
     return sorted(pairs)
 
 

@@ -4,10 +4,12 @@ A stream full of copies (a wire story syndicated a thousand times, a placeholder
 as many different documents cost. Four bounds keep it so:
 
 - a bucket takes at most ``bucket_members`` members (lua.BUCKETS), and it keeps ``KEPT_PER_CLUSTER`` of
-  each cluster, the newest: a document that joins a bucket where members of its cluster are (its verified
-  matches, and the others it read of the clusters it joins) evicts the older ones (:func:`eviction_rows`,
-  lua.EVICT). They already collide in that band, and the cluster stays findable
-  through the newer ones; deleting old documents (retention by age) takes nothing from the buckets;
+  each cluster: its ``ANCHORS_KEPT`` oldest there (the anchor) and its ``NEWEST_KEPT`` newest. A document
+  that joins a bucket where members of its cluster are (its verified matches, and the others it read of the
+  clusters it joins) evicts the ones between (:func:`eviction_rows`, lua.EVICT). They already collide in
+  that band; the cluster stays findable through its newest (a chain's drifting versions) and its anchor (a
+  star's base, a flood's original: the member every later variant is near, which the variants' own crowd
+  cannot push out); deleting old documents (retention by age) takes nothing from the buckets;
 - at most ``max_candidates`` candidates of a document are verified, chosen so that every distinct cluster
   among them is represented, and at most ``VERIFIED_PER_CLUSTER`` of each cluster at first
   (:func:`pick_many`; matching.verify_reads verifies more of a cluster none of these matched);
@@ -31,7 +33,9 @@ import numpy.typing as npt
 from dedupd.similarity.lsh import column_bands
 from dedupd.similarity.matches import Found
 
-KEPT_PER_CLUSTER = 2  # members of one cluster a bucket keeps (the newest): one can be deleted, one stays
+NEWEST_KEPT = 2  # the newest members of one cluster a bucket keeps: one can be deleted, one stays
+ANCHORS_KEPT = 1  # the oldest members of one cluster a bucket keeps (its anchor there: a star's base)
+KEPT_PER_CLUSTER = NEWEST_KEPT + ANCHORS_KEPT  # members of one cluster a bucket keeps
 FRESH_PER_CALL = 2  # new members a bucket takes in one BUCKETS call; the others once verified (lua.EVICT)
 VERIFIED_PER_CLUSTER = 5  # candidates of one cluster verified at first (the best-ranked)
 BATCH_NEIGHBOURS = 1  # per band, the nearest earlier documents of its batch with its hash a document sees
@@ -132,17 +136,20 @@ def batch_predecessors(
     bands: npt.NDArray[np.uint64], depth: int, n_bands: int | None = None, prefix_depth: int = 0
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """(row, earlier row) pairs of a batch's band-hash rows (one row per document, in batch order), as two
-    arrays: in each band, the ``depth`` nearest earlier rows with the same hash (a pair once per band it
-    shares). A bucket holds what was there before the batch; this way the batch's documents see the newest
-    ones of the batch before them. Columns from ``n_bands`` on are all one band (lsh.column_bands): the
-    shingle prefixes of short documents, where the ``prefix_depth`` nearest earlier rows are seen (a shingle
-    is shared by documents far under the threshold; the one that is over it may be further back); a 0 is
-    no hash.
+    arrays: in each band, the ``depth`` nearest earlier rows with the same hash, and the first row with it
+    (the batch's anchor of that bucket, as a bucket keeps its cluster's oldest member) when it is further
+    back (a pair once per band it shares). A bucket holds what was there before the batch; this way the
+    batch's documents see the newest ones of the batch before them and the first. Columns from ``n_bands``
+    on are all one band (lsh.column_bands): the shingle prefixes of short documents, where the
+    ``prefix_depth`` nearest earlier rows are seen (a shingle is shared by documents far under the
+    threshold; the one that is over it may be further back); a 0 is no hash.
 
     >>> [a.tolist() for a in batch_predecessors(np.array([[1, 5], [1, 6], [1, 5]], np.uint64), 1)]
-    [[1, 2, 2], [0, 1, 0]]
+    [[1, 2, 2, 2], [0, 1, 0, 0]]
     >>> [a.tolist() for a in batch_predecessors(np.array([[1, 5], [2, 5], [3, 5]], np.uint64), 1, 1, 2)]
     [[1, 2, 2], [0, 1, 0]]
+    >>> [a.tolist() for a in batch_predecessors(np.array([[7], [7], [7], [7]], np.uint64), 1)]
+    [[1, 2, 3, 2, 3], [0, 1, 2, 0, 0]]
     """
     return predecessors(shared_entries(bands, n_bands), depth, n_bands, prefix_depth)
 
@@ -176,12 +183,14 @@ def nearest_earlier(
     entries: SharedEntries, rows: npt.NDArray[np.int64], depth: int
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """(row, earlier row) pairs of ``rows`` alone: in each bucket that one of them shares, the ``depth``
-    nearest earlier rows in it, every band alike (:func:`predecessors` with ``prefix_depth`` = ``depth``,
-    for those rows only: a few documents of a batch look deep, not the whole batch).
+    nearest earlier rows in it and the first (:func:`predecessors` with ``prefix_depth`` = ``depth``, for
+    those rows only: a few documents of a batch look deep, not the whole batch).
 
     >>> e = shared_entries(np.array([[1, 5], [1, 6], [1, 5], [2, 5]], np.uint64))
     >>> [a.tolist() for a in nearest_earlier(e, np.array([2]), 5)]
     [[2, 2, 2], [0, 1, 0]]
+    >>> [a.tolist() for a in nearest_earlier(e, np.array([3]), 1)]
+    [[3, 3], [2, 0]]
     """
     r = entries.row
     if not r.size:
@@ -192,7 +201,11 @@ def nearest_earlier(
     counts = at - lo
     starts = np.repeat(lo, counts)
     steps = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-    return np.repeat(r[at], counts), r[starts + steps]
+    far = at[lo > first[group[at]]]  # the bucket's first row is further back: its anchor too
+    return (
+        np.concatenate([np.repeat(r[at], counts), r[far]]),
+        np.concatenate([r[starts + steps], r[first[group[far]]]]),
+    )
 
 
 def predecessors(
@@ -207,7 +220,8 @@ def predecessors(
             break
         later.append(r[same + d])
         earlier.append(r[same])
-    if n_bands is not None and prefix_depth > depth:
+    deep = n_bands is not None and prefix_depth > depth
+    if deep:
         at = np.flatnonzero(b == n_bands)  # the prefix band, still by hash and row
         ph, pr = h[at], r[at]
         for d in range(depth + 1, min(prefix_depth, ph.size - 1) + 1):
@@ -216,27 +230,41 @@ def predecessors(
                 break
             later.append(pr[same + d])
             earlier.append(pr[same])
+    if b.size > depth + 1:  # each bucket's first row (its anchor), to the rows further from it than seen
+        group, first = _runs(b, h)
+        back = np.arange(b.size) - first[group]
+        reach = np.where(b == n_bands, prefix_depth, depth) if deep else depth
+        far = np.flatnonzero(back > reach)
+        later.append(r[far])
+        earlier.append(r[first[group[far]]])
     if not later:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     return np.concatenate(later), np.concatenate(earlier)
 
 
 def eviction_rows(
-    bucket: npt.NDArray[np.int64], num: npt.NDArray[np.int64], cluster: npt.NDArray[np.int64], keep: int
+    bucket: npt.NDArray[np.int64],
+    num: npt.NDArray[np.int64],
+    cluster: npt.NDArray[np.int64],
+    newest: int,
+    anchors: int,
 ) -> npt.NDArray[np.int64]:
     """Of a batch's hits (a document of the batch joined a bucket that was there: the bucket, the document's
-    integer id, its cluster after the batch), the ones lua.EVICT needs: per bucket and cluster, the ``keep``
-    newest documents (largest integer id), each bucket's and cluster's together. lua.EVICT leaves the
-    ``keep`` newest of the cluster's known members in the bucket, these included (a full bucket refused
-    them: they take the place of older ones).
+    integer id, its cluster after the batch), the ones lua.EVICT needs: per bucket and cluster, the
+    ``newest`` newest documents (largest integer id) and the ``anchors`` oldest, each bucket's and cluster's
+    together. lua.EVICT leaves the ``newest`` newest and the ``anchors`` oldest of the cluster's known
+    members in the bucket, these included (a full bucket refused them: they take the place of others).
 
-    >>> eviction_rows(*(np.array(x) for x in ([4, 4, 4, 2], [7, 9, 8, 5], [1, 1, 1, 1])), keep=2).tolist()
+    >>> eviction_rows(*(np.array(x) for x in ([4, 4, 4, 2], [7, 9, 8, 5], [1, 1, 1, 1])), 2, 0).tolist()
     [3, 1, 2]
+    >>> eviction_rows(*(np.array(x) for x in ([4, 4, 4, 4], [7, 9, 8, 6], [1, 1, 1, 1])), 1, 1).tolist()
+    [1, 3]
     """
     order = np.lexsort((-num, cluster, bucket))
     group, first = _runs(bucket[order], cluster[order])
     rank = np.arange(order.size) - first[group]
-    return order[rank < keep]
+    size = np.diff(np.append(first, order.size))[group]
+    return order[(rank < newest) | (rank >= size - anchors)]
 
 
 def _bucket_order(band: npt.NDArray[np.uint64], hashes: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
