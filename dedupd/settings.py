@@ -195,6 +195,14 @@ class Settings(BaseSettings):
     max_matches: int = Field(
         10, ge=1, le=10_000, description="matches an alert names at most (plus the best of each cluster)"
     )
+    max_clusters: int = Field(
+        128,
+        ge=64,
+        le=10_000,
+        description=(
+            "distinct earlier clusters a document verifies and its alert names at most (a hub near many)"
+        ),
+    )
 
     # outputs and retention
     baskets: Literal["items", "words", "sources", "phrases", "none"] = Field(
@@ -371,7 +379,7 @@ class Settings(BaseSettings):
 
     def bounds(self) -> Bounds:
         """The per-document work bounds (bounds.py)."""
-        return Bounds(self.bucket_members, self.max_candidates, self.max_matches)
+        return Bounds(self.bucket_members, self.max_candidates, self.max_matches, self.max_clusters)
 
     def index_spec(self) -> IndexSpec:
         """The index spec these settings ask for (bands x rows chosen from the threshold unless given)."""

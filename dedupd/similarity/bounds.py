@@ -10,12 +10,13 @@ as many different documents cost. Four bounds keep it so:
   that band; the cluster stays findable through its newest (a chain's drifting versions) and its anchor (a
   star's base, a flood's original: the member every later variant is near, which the variants' own crowd
   cannot push out); deleting old documents (retention by age) takes nothing from the buckets;
-- at most ``max_candidates`` candidates of a document are verified, chosen so that every distinct cluster
-  among them is represented, and at most ``VERIFIED_PER_CLUSTER`` of each cluster at first
-  (:func:`pick_many`; matching.verify_reads verifies more of a cluster none of these matched);
+- a document verifies the best-ranked candidate of each distinct cluster among its candidates, of at most
+  ``max_clusters`` clusters (a hub near many clusters finds them all), and at most ``max_candidates``
+  others, at most ``VERIFIED_PER_CLUSTER`` of each cluster at first (:func:`pick_many`;
+  matching.verify_reads verifies more of a cluster none of these matched);
 - a document is unioned with one match per distinct cluster root (unionfind.UNION_ROOTS);
 - an alert names at most ``max_matches`` matches, plus the best match of every distinct earlier cluster the
-  document joins (:func:`alert_matches`).
+  document joins, of at most ``max_clusters`` clusters (:func:`alert_matches`).
 
     >>> keys, who, ids = ranked_flat({1: (np.array([7, 3, 7, 9, 3, 7], dtype=np.uint32), 9)})
     >>> ids.tolist()
@@ -43,11 +44,13 @@ BATCH_NEIGHBOURS = 1  # per band, the nearest earlier documents of its batch wit
 
 @dataclass(frozen=True, slots=True)
 class Bounds:
-    """The per-document bounds (settings ``bucket_members``, ``max_candidates``, ``max_matches``)."""
+    """The per-document bounds (settings ``bucket_members``, ``max_candidates``, ``max_matches``,
+    ``max_clusters``)."""
 
     bucket_members: int = 32
     max_candidates: int = 64
     max_matches: int = 10
+    max_clusters: int = 128
 
 
 def ranked_flat(
@@ -91,16 +94,22 @@ def split_by(who: npt.NDArray[np.int64], values: list[int], n: int) -> list[list
 
 
 def pick_many(
-    who: npt.NDArray[np.int64], roots: npt.NDArray[np.int64], limit: int, per_cluster: int
+    who: npt.NDArray[np.int64],
+    roots: npt.NDArray[np.int64],
+    limit: int,
+    per_cluster: int,
+    clusters: int = 0,
 ) -> npt.NDArray[np.int64]:
-    """At most ``limit`` of each key's ranked candidate ids to verify, as a set of positions: the
-    best-ranked id of each distinct cluster root first (the best-ranked clusters' when there are more than
-    ``limit``), then the best-ranked others, at most ``per_cluster`` of a root in all; for all keys at once.
-    ``who`` is each id's key index (ascending; each key's ids ranked) and ``roots`` each id's cluster root.
-    (tests/reference.py ``pick_candidates`` is the rule for one key.)
+    """Each key's ranked candidate ids to verify, as a set of positions: the best-ranked id of each of the
+    ``clusters`` best-ranked distinct cluster roots, and at most ``limit`` more: the best-ranked id of each
+    other cluster first, then the best-ranked others, at most ``per_cluster`` of a root in all; for all keys
+    at once. ``who`` is each id's key index (ascending; each key's ids ranked) and ``roots`` each id's
+    cluster root. (tests/reference.py ``pick_candidates`` is the rule for one key.)
 
     >>> pick_many(np.array([0, 0, 0, 0, 1]), np.array([1, 1, 1, 2, 4]), 2, 5).tolist()
     [0, 3, 4]
+    >>> pick_many(np.array([0, 0, 0, 0, 0]), np.array([1, 2, 3, 3, 4]), 1, 5, clusters=2).tolist()
+    [0, 1, 2]
     """
     n = who.size
     pos = np.arange(n, dtype=np.int64)
@@ -111,22 +120,28 @@ def pick_many(
     cand = np.flatnonzero(rank < per_cluster)
     cand = cand[np.lexsort((cand, rank[cand] > 0, who[cand]))]  # per key: each cluster's best, then the rest
     group, first = _runs(who[cand])
-    return np.sort(cand[np.arange(cand.size) - first[group] < limit])
+    at = np.arange(cand.size) - first[group]
+    # the bests of a key's first ``clusters`` clusters come first: they are its first ``quota``
+    quota = np.minimum(np.bincount(group, rank[cand] == 0).astype(np.int64), clusters)[group]
+    return np.sort(cand[at < limit + quota])
 
 
-def alert_matches(found: Sequence[Found], roots: Sequence[int], limit: int) -> list[Found]:
+def alert_matches(found: Sequence[Found], roots: Sequence[int], limit: int, clusters: int) -> list[Found]:
     """The matches an alert names, best first: the ``limit`` best, plus the best match of each distinct
-    earlier cluster (``roots``: each match's cluster root before the document joined it) not among them.
+    earlier cluster (``roots``: each match's cluster root before the document joined it) not among them,
+    while fewer than ``clusters`` distinct clusters are named: at most ``limit + clusters`` matches.
 
     ``found`` is best first (matches.matches_of).
 
-    >>> alert_matches([("a", 0.9, 1), ("b", 0.8, 2), ("c", 0.7, 3)], [1, 1, 3], 1)
+    >>> alert_matches([("a", 0.9, 1), ("b", 0.8, 2), ("c", 0.7, 3)], [1, 1, 3], 1, 64)
     [('a', 0.9, 1), ('c', 0.7, 3)]
+    >>> alert_matches([("a", 0.9, 1), ("b", 0.8, 2), ("c", 0.7, 3)], [1, 2, 3], 1, 2)
+    [('a', 0.9, 1), ('b', 0.8, 2)]
     """
     seen: set[int] = set()
     out: list[Found] = []
     for i, (m, root) in enumerate(zip(found, roots, strict=True)):
-        if i < limit or root not in seen:
+        if i < limit or (root not in seen and len(seen) < clusters):
             out.append(m)
         seen.add(root)
     return out
