@@ -215,6 +215,14 @@ class Settings(BaseSettings):
     max_matches: int = Field(
         10, ge=1, le=10_000, description="matches an alert names at most (plus the best of each cluster)"
     )
+    max_clusters: int = Field(
+        128,
+        ge=64,
+        le=10_000,
+        description=(
+            "distinct earlier clusters a document verifies and its alert names at most (a hub near many)"
+        ),
+    )
 
     # outputs and retention
     baskets: Literal["items", "words", "sources", "phrases", "none"] = Field(
@@ -395,6 +403,7 @@ class Settings(BaseSettings):
             self.bucket_members,
             self.max_candidates,
             self.max_matches,
+            self.max_clusters,
             representatives=self.representatives,
             near_miss_clusters=self.near_miss_clusters,
         )

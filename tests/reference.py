@@ -217,12 +217,17 @@ def ranked(packed: npt.NDArray[np.uint32], own: int) -> tuple[list[int], list[in
 
 
 def pick_candidates(
-    ids: Sequence[int], roots: Sequence[int] | None, limit: int, per_cluster: int | None = None
+    ids: Sequence[int],
+    roots: Sequence[int] | None,
+    limit: int,
+    per_cluster: int | None = None,
+    clusters: int = 0,
 ) -> list[int]:
-    """At most ``limit`` of the ranked candidate ``ids`` to verify: the best-ranked one of each distinct
-    cluster root first (the roots of the best-ranked clusters when there are more than ``limit``), then the
-    best-ranked others, at most ``per_cluster`` of a root in all (None: no such bound). ``roots`` (one per
-    id) may be None when ``ids`` fit both bounds.
+    """The ranked candidate ``ids`` to verify: the best-ranked one of each of the ``clusters`` best-ranked
+    distinct cluster roots, then at most ``limit`` more: the best-ranked one of each other root first (the
+    roots of the best-ranked clusters when there are more), then the best-ranked others, at most
+    ``per_cluster`` of a root in all (None: no such bound). ``roots`` (one per id) may be None when ``ids``
+    fit both bounds.
 
     >>> pick_candidates([5, 6, 7, 8], [1, 1, 1, 2], 2)
     [5, 8]
@@ -230,6 +235,8 @@ def pick_candidates(
     [5, 8, 6]
     >>> pick_candidates([5, 6, 7, 8, 9], [1, 1, 1, 2, 1], 10, per_cluster=2)
     [5, 8, 6]
+    >>> pick_candidates([5, 6, 7, 8], [1, 2, 2, 3], 1, clusters=2)
+    [5, 6, 8]
     """
     per = len(ids) if per_cluster is None else per_cluster
     if len(ids) <= min(limit, per):
@@ -243,4 +250,4 @@ def pick_candidates(
         if count < per:
             (rest if count else first).append(n)
             taken[root] = count + 1
-    return (first + rest)[:limit]
+    return first[:clusters] + (first[clusters:] + rest)[:limit]

@@ -22,7 +22,7 @@ from dedupd.index.keys import Keys
 from dedupd.index.memory import MemoryGateway, MemoryStore
 from dedupd.index.protocol import RecordsRead
 from dedupd.settings import Settings, load_settings
-from dedupd.similarity.bounds import KEPT_PER_CLUSTER, VERIFIED_PER_CLUSTER
+from dedupd.similarity.bounds import ANCHORS_KEPT, KEPT_PER_CLUSTER, NEWEST_KEPT, VERIFIED_PER_CLUSTER
 from dedupd.similarity.lsh import column_bands
 
 KEYS = Keys()
@@ -226,9 +226,9 @@ def _buckets_by_hand(b: Batches, texts: dict[str, str]) -> dict[tuple[str, int],
     return out
 
 
-def test_each_bucket_keeps_the_newest_of_each_cluster() -> None:
-    """Variants of two stories, interleaved over several batches: each bucket ends with the
-    KEPT_PER_CLUSTER newest documents of each story among those whose band hashes reach it."""
+def test_each_bucket_keeps_the_anchor_and_the_newest_of_each_cluster() -> None:
+    """Variants of two stories, interleaved over several batches: each bucket ends with the oldest (the
+    anchor) and the NEWEST_KEPT newest documents of each story among those whose band hashes reach it."""
     rng = random.Random(6)
     bases = [text(rng, 80), text(rng, 80)]
     texts = {f"s{i % 2}-{i:02}": variant(rng, bases[i % 2], 1) for i in range(30)}
@@ -247,7 +247,7 @@ def test_each_bucket_keeps_the_newest_of_each_cluster() -> None:
         want = set()
         for story in ("s0", "s1"):
             mine = sorted((b.num(d) for d in docs_in if d.startswith(story)), reverse=True)
-            want |= set(mine[:KEPT_PER_CLUSTER])
+            want |= {*mine[:NEWEST_KEPT], *mine[-ANCHORS_KEPT:]}
         assert held[bucket] == want, bucket
     for ev in evicted:  # EVICT's rows: per bucket and cluster at most KEPT_PER_CLUSTER documents of the batch
         rows = list(zip(ev.key.tolist(), ev.field.tolist(), ev.cluster.tolist(), strict=True))

@@ -51,18 +51,19 @@ def test_pick_candidates_keeps_every_cluster_it_can(root_list: list[int], limit:
     st.lists(st.lists(st.integers(0, 6), max_size=30), min_size=1, max_size=8),
     st.integers(1, 20),
     st.integers(1, 6),
+    st.integers(0, 8),
 )
 def test_pick_many_picks_what_pick_candidates_picks_for_each_key(
-    root_lists: list[list[int]], limit: int, per: int
+    root_lists: list[list[int]], limit: int, per: int, clusters: int
 ) -> None:
     who = np.repeat(np.arange(len(root_lists)), [len(r) for r in root_lists])
     roots = np.array([x for r in root_lists for x in r], dtype=np.int64)
-    at = pick_many(who, roots, limit, per).tolist()
+    at = pick_many(who, roots, limit, per, clusters).tolist()
     assert at == sorted(set(at))
     start = 0
     for k, root_list in enumerate(root_lists):
         positions = list(range(start, start + len(root_list)))  # ranked order: best first
-        expected = set(pick_candidates(positions, root_list, limit, per))
+        expected = set(pick_candidates(positions, root_list, limit, per, clusters))
         assert {p for p in at if who[p] == k} == expected
         start += len(root_list)
 
@@ -72,47 +73,52 @@ def test_pick_candidates_under_the_limit_takes_all_without_roots() -> None:
 
 
 @given(
-    st.lists(st.tuples(st.floats(0.5, 1.0), st.integers(0, 5)), max_size=40),
+    st.lists(st.tuples(st.floats(0.5, 1.0), st.integers(0, 12)), max_size=40),
+    st.integers(1, 8),
     st.integers(1, 8),
 )
 def test_alert_matches_bounded_best_first_with_each_cluster(
-    pairs: list[tuple[float, int]], limit: int
+    pairs: list[tuple[float, int]], limit: int, most: int
 ) -> None:
     found = sorted(((f"d{i}", sim, i + 1) for i, (sim, _) in enumerate(pairs)), key=lambda m: (-m[1], m[0]))
     roots = [pairs[m[2] - 1][1] for m in found]
-    named = alert_matches(found, roots, limit)
-    clusters = set(roots)
-    assert len(named) <= limit + len(clusters)
+    named = alert_matches(found, roots, limit, most)
+    clusters = list(dict.fromkeys(roots))  # best first
+    assert len(named) <= limit + min(most, len(clusters))
     assert named == [m for m in found if m in named]  # best first, as found
     assert named[: min(limit, len(found))] == found[:limit]
     root_of = {m[2]: r for m, r in zip(found, roots, strict=True)}
-    for root in clusters:  # the best match of each earlier cluster is named
+    for root in clusters[:most]:  # the best match of each earlier cluster is named, of the best ``most``
         best = next(m for m in found if root_of[m[2]] == root)
         assert best in named
+    assert len({root_of[m[2]] for m in named}) <= max(most, len({root_of[m[2]] for m in found[:limit]}))
 
 
-def test_alert_size_does_not_grow_with_the_cluster() -> None:
+def test_alert_size_does_not_grow_with_the_cluster_nor_with_the_clusters() -> None:
     for size in (10, 1000, 100_000):
         found = [(f"copy-{i}", 0.99 - i * 1e-7, i + 2) for i in range(size)]
-        assert len(alert_matches(found, [1] * size, 10)) == 10
+        assert len(alert_matches(found, [1] * size, 10, 128)) == 10
+        assert len(alert_matches(found, list(range(size)), 10, 128)) == min(size, 10 + 118)
 
 
 @settings(max_examples=300)
 @given(
     st.lists(st.tuples(st.integers(0, 3), st.integers(1, 40), st.integers(0, 2)), max_size=40),
-    st.integers(1, 3),
+    st.integers(0, 3),
+    st.integers(0, 2),
 )
-def test_eviction_rows_are_the_newest_of_each_bucket_and_cluster(
-    hits: list[tuple[int, int, int]], keep: int
+def test_eviction_rows_are_the_newest_and_oldest_of_each_bucket_and_cluster(
+    hits: list[tuple[int, int, int]], newest: int, anchors: int
 ) -> None:
     bucket, num, cluster = (np.array([h[i] for h in hits], dtype=np.int64) for i in range(3))
-    rows = eviction_rows(bucket, num, cluster, keep).tolist()
+    rows = eviction_rows(bucket, num, cluster, newest, anchors).tolist()
     groups = [(hits[i][0], hits[i][2]) for i in rows]
     # each bucket's and cluster's rows together
     assert [g for i, g in enumerate(groups) if i == 0 or groups[i - 1] != g] == list(dict.fromkeys(groups))
-    for g in set(groups) | {(b, c) for b, _, c in hits}:  # brute force: the keep newest of each
-        newest = sorted((n for b, n, c in hits if (b, c) == g), reverse=True)[:keep]
-        assert sorted((hits[i][1] for i in rows if (hits[i][0], hits[i][2]) == g), reverse=True) == newest
+    for g in set(groups) | {(b, c) for b, _, c in hits}:  # brute force: the newest and the oldest of each
+        mine = sorted((n for b, n, c in hits if (b, c) == g), reverse=True)
+        want = mine[:newest] + mine[max(newest, len(mine) - anchors) :]
+        assert sorted((hits[i][1] for i in rows if (hits[i][0], hits[i][2]) == g), reverse=True) == want
 
 
 @given(
@@ -155,7 +161,7 @@ def _predecessors_by_hand(
 ) -> list[tuple[int, int]]:
     """batch_predecessors, one band and hash at a time: each row with the nearest earlier rows that hold
     the same hash in the same band (columns from n_bands on are one band), depth of them (prefix_depth in
-    the prefix band when it is deeper)."""
+    the prefix band when it is deeper), and the first row that holds it when that one is further back."""
     holders: dict[tuple[int, int], list[int]] = {}
     for row, hashes in enumerate(table):
         for col, h in enumerate(hashes):
@@ -165,6 +171,7 @@ def _predecessors_by_hand(
     for (band, _), rows in holders.items():
         d = max(depth, prefix_depth) if band == n_bands else depth
         pairs += [(row, rows[k - j]) for k, row in enumerate(rows) for j in range(1, min(d, k) + 1)]
+        pairs += [(row, rows[0]) for k, row in enumerate(rows) if k > d]  # the bucket's anchor
     return sorted(pairs)
 
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from dedupd.client import Client
 from dedupd.index.keys import Keys
-from dedupd.similarity.bounds import FRESH_PER_CALL, KEPT_PER_CLUSTER
+from dedupd.similarity.bounds import FRESH_PER_CALL, KEPT_PER_CLUSTER, NEWEST_KEPT
 
 MAX_MATCHES = 5
 BUCKET_MEMBERS = 8
@@ -166,7 +166,7 @@ def test_a_full_bucket_is_read_but_not_joined(r: redis.Redis, redis_url: str) ->
     got = {a["id"]: a for a in alerts(r)}
     assert len(got) == 3 * BUCKET_MEMBERS - 1  # the refused ones still found the members
     # one batch: the first BUCKET_MEMBERS joined, the later ones were refused, then the newest evicted the
-    # older ones: the cluster keeps its newest KEPT_PER_CLUSTER per bucket
+    # ones between them and the first: the cluster keeps its anchor and its NEWEST_KEPT newest per bucket
     sizes = bucket_sizes(r)
     assert sizes and max(sizes) == KEPT_PER_CLUSTER
     kept = {
@@ -175,15 +175,24 @@ def test_a_full_bucket_is_read_but_not_joined(r: redis.Redis, redis_url: str) ->
         for v in r.hvals(key)
         for x in np.frombuffer(v, "<u4")
     }
-    assert kept == {3 * BUCKET_MEMBERS - 1, 3 * BUCKET_MEMBERS}  # the newest two, refused by the full bucket
+    # the first (the anchor) and the newest two, refused by the full bucket
+    assert kept == {1, 3 * BUCKET_MEMBERS - 1, 3 * BUCKET_MEMBERS}
+    assert NEWEST_KEPT == 2
 
 
-def _evicted_by_hand(bucket: list[int], known: set[int], held: list[int], keep: int, full: int) -> list[int]:
+def _evicted_by_hand(
+    bucket: list[int], known: set[int], held: list[int], newest: int, anchors: int, full: int
+) -> list[int]:
     """What lua.EVICT leaves in one bucket: of the cluster's known members in it and the batch's documents
-    that joined it (``held``), the ``keep`` newest stay, the others leave, and one refused (by a full bucket,
-    or by one that took its new members of the call) takes a place that is free."""
+    that joined it (``held``), the ``newest`` newest and the ``anchors`` oldest stay, the others leave, and
+    one refused (by a full bucket, or by one that took its new members of the call) takes a place that is
+    free, the newest first."""
     ids = list(dict.fromkeys([m for m in bucket if m in known] + held))
-    kept = sorted(ids, reverse=True)[:keep] if len(ids) > keep else ids
+    if len(ids) > newest + anchors:
+        top = sorted(ids, reverse=True)[:newest]
+        kept = top + sorted(set(ids) - set(top))[:anchors]
+    else:
+        kept = ids
     out = [m for m in bucket if m not in ids or m in kept]
     for m in kept:
         if m not in out and len(out) < full:
@@ -202,13 +211,20 @@ def _evicted_by_hand(bucket: list[int], known: set[int], held: list[int], keep: 
         min_size=1,
         max_size=3,
     ),
-    st.integers(1, 3),
+    st.integers(0, 3),
+    st.integers(0, 2),
 )
-def test_eviction_leaves_the_newest_of_the_cluster_in_each_bucket(
-    r: redis.Redis, redis_url: str, cases: list[tuple[list[int], set[int], list[int]]], keep: int
+def test_eviction_leaves_the_anchor_and_the_newest_of_the_cluster_in_each_bucket(
+    r: redis.Redis,
+    redis_url: str,
+    cases: list[tuple[list[int], set[int], list[int]]],
+    newest: int,
+    anchors: int,
 ) -> None:
-    """lua.EVICT against the by-hand rule, several buckets and clusters in one call (a real server)."""
+    """lua.EVICT against the by-hand rule, several buckets and clusters in one call (a real server), and its
+    in-memory twin (index/memory_scripts.py) alike."""
     from dedupd.index import gateway as gateway_module
+    from dedupd.index import memory_scripts
     from dedupd.index.buckets import Evictions
     from dedupd.server.connection import ScriptPipeline
 
@@ -229,23 +245,26 @@ def test_eviction_leaves_the_newest_of_the_cluster_in_each_bucket(
         np.array([d for _, _, d in rows], dtype=np.int64),
         [np.array(sorted(known), dtype="<u4").tobytes() for _, known, _ in cases],
     )
-    real_keep, real_full = gateway_module.KEPT_PER_CLUSTER, gw.bounds.bucket_members
-    gateway_module.KEPT_PER_CLUSTER = keep
+    real = gateway_module.NEWEST_KEPT, gateway_module.ANCHORS_KEPT, gw.bounds.bucket_members
+    gateway_module.NEWEST_KEPT, gateway_module.ANCHORS_KEPT = newest, anchors
     object.__setattr__(gw.bounds, "bucket_members", full)
     try:
         pipe = ScriptPipeline(gw.client)
         gw.evict(pipe, ev)
         left = pipe.execute()[0]
     finally:
-        gateway_module.KEPT_PER_CLUSTER = real_keep
-        object.__setattr__(gw.bounds, "bucket_members", real_full)
+        gateway_module.NEWEST_KEPT, gateway_module.ANCHORS_KEPT = real[:2]
+        object.__setattr__(gw.bounds, "bucket_members", real[2])
+    store = memory_scripts.MemoryStore(buckets={name: {i: list(c[0]) for i, c in enumerate(cases) if c[0]}})
+    twin_left = memory_scripts.evict(store, ev, newest, anchors, full)
     expected_left = 0
     for i, (bucket, known, held) in enumerate(cases):
-        expected = _evicted_by_hand(bucket, known, held, keep, full)
+        expected = _evicted_by_hand(bucket, known, held, newest, anchors, full)
         got = r.hget(name, i.to_bytes(4, "little"))
         assert (np.frombuffer(got, "<u4").tolist() if got else []) == (expected if bucket else [])
+        assert store.buckets[name].get(i, []) == (expected if bucket else [])
         expected_left += len(set(bucket) - set(expected)) if bucket else 0
-    assert left == expected_left
+    assert left == twin_left == expected_left
 
 
 def test_a_batch_over_one_bucket_call_reads_what_one_call_would(r: redis.Redis, redis_url: str) -> None:

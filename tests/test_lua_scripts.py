@@ -162,7 +162,7 @@ def test_the_refused_bit_on_the_server_is_pythons(r: redis.Redis) -> None:
     """A bucket that took its one new member of the call refuses the next join: its hit comes back with
     REFUSED_BIT set, and Hits.of reads it as refused."""
     r.flushdb()
-    r.hset("b:0", b"f000", struct.pack("<2I", 1000, 1001))  # crowded: a join of it is a hit
+    r.hset("b:0", b"f000", struct.pack("<3I", 1000, 1001, 1002))  # crowded: a join of it is a hit
     ops = Op.JOIN.value + Op.END.value + Op.JOIN.value + Op.END.value
     args = argv.Buckets(
         ops=ops,

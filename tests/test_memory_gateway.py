@@ -25,7 +25,7 @@ from dedupd.index.keys import Keys
 from dedupd.index.memory import MemoryGateway
 from dedupd.index.protocol import Gateway
 from dedupd.settings import Settings, load_settings
-from dedupd.similarity.bounds import KEPT_PER_CLUSTER
+from dedupd.similarity.bounds import NEWEST_KEPT
 
 ROOT = Path(__file__).resolve().parents[1]
 Stream = list[dict[str, str]]
@@ -165,7 +165,8 @@ def jaccard(a: str, b: str) -> float:
 # ----- the cases: each drives an index and asserts what any gateway must give -----
 def case_flood(ix: Index) -> None:
     """A flood of copies over more than one BUCKETS call and several batches: every copy after the first
-    alerts, one cluster, each bucket keeps the KEPT_PER_CLUSTER newest copies that reached it."""
+    alerts, one cluster, each bucket keeps the cluster's anchor (the first copy) and the NEWEST_KEPT newest
+    copies that reached it."""
     ix.setup(max_candidates=16, max_matches=5, bucket_members=8)
     base = text(random.Random(7), 60)
     docs = [{"id": f"c{i:03}", "text": base} for i in range(150)]
@@ -175,8 +176,9 @@ def case_flood(ix: Index) -> None:
     assert [a["id"] for a in got] == [d["id"] for d in docs[1:]]
     assert {a["cluster"] for a in got} == {"c000"}
     assert all(a["similarity"] == "1.0000" and len(json.loads(a["matches"])) <= 5 for a in got)
-    newest = sorted(ix.num(d["id"]) for d in docs)[-KEPT_PER_CLUSTER:]
-    assert all(sorted(m) == newest for m in ix.buckets().values())
+    nums = sorted(ix.num(d["id"]) for d in docs)
+    kept = [nums[0], *nums[-NEWEST_KEPT:]]
+    assert all(sorted(m) == kept for m in ix.buckets().values())
     assert set(ix.gw.roots([ix.num(d["id"]) for d in docs], fresh=True)) == {ix.num("c000")}
 
 

@@ -1,10 +1,10 @@
 """Which members a run's buckets keep (pure): the rows of index/lua's EVICT for one run.
 
 Per bucket and cluster that a document of the run joined where it was there already (``Run.hits``), the
-cluster's newest documents of the run in it (bounds.eviction_rows), and per cluster the members known to be
-in it: the run's documents and the ids they read whose cluster they joined. A bucket keeps
-``KEPT_PER_CLUSTER`` members of a cluster (the newest); a cluster with that many known members or fewer has
-nothing to evict anywhere. A document a bucket refused that alerted nothing is a cluster of its own (EVICT
+cluster's newest and oldest documents of the run in it (bounds.eviction_rows), and per cluster the members
+known to be in it: the run's documents and the ids they read whose cluster they joined. A bucket keeps
+``KEPT_PER_CLUSTER`` members of a cluster (its anchor, the oldest, and the newest); a cluster with that many
+known members or fewer has nothing to evict anywhere. A document a bucket refused that alerted nothing is a cluster of its own (EVICT
 puts it in).
 """
 
@@ -15,7 +15,7 @@ import numpy as np
 from dedupd.daemon.batch import Run
 from dedupd.daemon.clusters import Clusters
 from dedupd.index.buckets import Evictions
-from dedupd.similarity.bounds import KEPT_PER_CLUSTER, eviction_rows
+from dedupd.similarity.bounds import ANCHORS_KEPT, KEPT_PER_CLUSTER, NEWEST_KEPT, eviction_rows
 
 _NONE = np.zeros(0, dtype=np.int64)
 NO_EVICTIONS = Evictions([], _NONE, np.zeros(0, np.uint32), _NONE, _NONE, [])
@@ -31,7 +31,7 @@ def evictions(run: Run, clusters: Clusters) -> Evictions:
         return NO_EVICTIONS
     at = hits.write[sel]
     bucket = (hits.key[sel] << 32) | hits.field[sel].astype(np.int64)
-    sel = sel[eviction_rows(bucket, nums[at], cluster_of[at], KEPT_PER_CLUSTER)]
+    sel = sel[eviction_rows(bucket, nums[at], cluster_of[at], NEWEST_KEPT, ANCHORS_KEPT)]
     at = hits.write[sel]
     roots, cluster = np.unique(cluster_of[at], return_inverse=True)
     known = _known_members(run, clusters, final, cluster_of, roots.tolist())

@@ -101,7 +101,7 @@ def alerts_of(gw: Gateway, clusters: Clusters, verified: Verification, names: li
     out = []
     for (i, step), root, (before, _) in zip(clusters.alerting, names, clusters.earlier, strict=True):
         e = step.entry
-        found = alert_matches(verified.matches[i], before, gw.bounds.max_matches)
+        found = alert_matches(verified.matches[i], before, gw.bounds.max_matches, gw.bounds.max_clusters)
         out.append(Alert(e.doc_id, found, root, e.entry_id, gw.spec.verify, e.source, e.meta))
     return out
 

@@ -1,10 +1,11 @@
 """The verification stage of a run: which earlier documents each of its documents is compared with.
 
 A document is verified against what its buckets held (index/matching.py picks a few of each cluster, the
-best-ranked), against the nearest earlier documents of its own batch that share a band hash with it (as a
-bucket would have held them: bounds.predecessors), when that found nothing, against the deeper ones of
-its batch, and last, for a cluster it nearly matched, against the cluster's representatives
-(index/near_miss.py). A flood's copies match at once in their buckets and never pay for the deeper looks.
+best-ranked), against the nearest earlier documents of its own batch that share a band hash with it and the
+first of each bucket (as a bucket would have held them: bounds.predecessors), when that found nothing or found
+two or more clusters (a hub), against the deeper ones of its batch (a hub deeper still), and last, for a
+cluster it nearly matched, against the cluster's representatives (index/near_miss.py). A flood's copies match
+at once in their buckets, one cluster, and never pay for the deeper looks.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dedupd.similarity.bounds import (
     BATCH_NEIGHBOURS,
     VERIFIED_PER_CLUSTER,
     SharedEntries,
+    earlier_clusters,
     nearest_earlier,
     predecessors,
     shared_entries,
@@ -159,19 +161,44 @@ def batch_reads(run: Run, neighbours: dict[int, Packed], got: Verification) -> R
 
 def look_further(gw: Gateway, run: Run, batch: BatchEntries, checked: Checked, got: Verification) -> Reads:
     """The reads of the documents of the run that wrote and matched nothing: the nearest ``bucket_members``
-    earlier documents of their batch of each band they share (what a bucket holds), not yet verified. The
-    nearest one of a band can be under the threshold and the duplicate behind it (copies of a story edited
-    apart)."""
-    writers = {i for i, key in checked.key_of.items() if run.steps[i].writes and key not in got.matches}
-    if not writers:
-        return {}
+    earlier documents of their batch of each band they share (what a bucket holds) and the first, not yet
+    verified; and of those that matched two or more clusters (:func:`hubs`) the nearest ``max_clusters``
+    (at least as many) and the first. The nearest one of a band can be under the threshold and the duplicate
+    behind it (copies of a story edited apart); a hub's other clusters are behind the ones it saw (the
+    spokes of one stem, each its own cluster, share its bands). What is verified of them stays bounded by
+    matching.verify_reads (bounds.pick_many)."""
+    lone = {i for i, key in checked.key_of.items() if run.steps[i].writes and key not in got.matches}
+    hub = hubs(gw, run, checked, got)
+    bounds = gw.bounds
+    looks = [(lone, bounds.bucket_members), (hub, max(bounds.bucket_members, bounds.max_clusters))]
     reads: Reads = {}
-    for i, ids in batch_neighbours(gw, run, batch, gw.bounds.bucket_members, writers).items():
-        num = run.steps[i].num
-        seen = got.candidates.get(num, _NO_IDS_SET)
-        if fresh := [n for n in ids.tolist() if n not in seen]:
-            reads[num] = (np.array(fresh, dtype=np.uint32), num)
+    for writers, depth in looks:
+        if not writers:
+            continue
+        for i, ids in batch_neighbours(gw, run, batch, depth, writers).items():
+            num = run.steps[i].num
+            seen = got.candidates.get(num, _NO_IDS_SET)
+            if fresh := [n for n in ids.tolist() if n not in seen]:
+                reads[num] = (np.array(fresh, dtype=np.uint32), num)
     return reads
+
+
+def hubs(gw: Gateway, run: Run, checked: Checked, got: Verification) -> set[int]:
+    """The steps of the run that wrote and whose matches so far span two or more clusters once the
+    batch's earlier documents joined theirs (bounds.earlier_clusters: a flood's copies, matching one another
+    in the batch, are one cluster); the roots of their matches are looked up (once, into ``got.roots``)
+    when some document matched two or more documents."""
+    writers = sorted(
+        (i, key) for i, key in checked.key_of.items() if run.steps[i].writes and key in got.matches
+    )
+    if not any(len(got.matches[key]) > 1 for _, key in writers):
+        return set()
+    groups = [(key, [m.num for m in got.matches[key]]) for _, key in writers]
+    wanted = sorted({n for _, nums in groups for n in nums} - got.roots.keys())
+    if wanted:
+        got.roots.update(zip(wanted, gw.roots(wanted), strict=True))
+    joined = earlier_clusters(groups, got.roots)
+    return {i for (i, _), (_, best) in zip(writers, joined, strict=True) if len(best) > 1}
 
 
 def batch_entries(gw: Gateway, run: Run) -> BatchEntries:

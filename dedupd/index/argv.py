@@ -98,7 +98,7 @@ class Buckets:
         """The arguments.
 
         >>> Buckets(ops=b"ad", key_index=b"k", fields=b"f", ids=b"i", full=8, fresh=2).argv()
-        [b'ad', b'k', b'f', b'i', b'', '', b'', '8', '2', '2']
+        [b'ad', b'k', b'f', b'i', b'', '', b'', '8', '3', '2']
         """
         out: list[bytes | str] = [self.ops, self.key_index, self.fields, self.ids, self.check_keys]
         out += [self.names, self.ends, str(self.full), str(self.crowd), str(self.fresh)]
@@ -128,14 +128,16 @@ def evict(
     fields: bytes,
     groups: bytes,
     docs: bytes,
-    keep: int,
+    newest: int,
+    anchors: int,
     full: int,
     members: Iterable[bytes],
 ) -> list[Arg]:
     """evict.lua: per row its bucket hash (index into KEYS, uint32 LE, 1-based), field, cluster (index into
-    ``members``, uint32 LE, 1-based) and document; the members of a cluster a bucket keeps
-    (bounds.KEPT_PER_CLUSTER), the most members a bucket takes, then each cluster's known members."""
-    return [key_index, fields, groups, docs, str(keep), str(full), *members]
+    ``members``, uint32 LE, 1-based) and document; the newest and the oldest members of a cluster a bucket
+    keeps (bounds.NEWEST_KEPT, bounds.ANCHORS_KEPT), the most members a bucket takes, then each cluster's
+    known members."""
+    return [key_index, fields, groups, docs, str(newest), str(anchors), str(full), *members]
 
 
 # ----- ids and the union-find (gateway.py) -----

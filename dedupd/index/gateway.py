@@ -45,7 +45,7 @@ from dedupd.index.protocol import APPLY_CHUNK, NO_IDS, Applied, Emitted, Exchang
 from dedupd.index.record import Record, cluster_name
 from dedupd.index.record_cache import DecodedRecords
 from dedupd.server.connection import RedisClient, ScriptPipeline, is_cluster
-from dedupd.similarity.bounds import FRESH_PER_CALL, KEPT_PER_CLUSTER, Bounds
+from dedupd.similarity.bounds import ANCHORS_KEPT, FRESH_PER_CALL, NEWEST_KEPT, Bounds
 from dedupd.similarity.fingerprint import Fingerprinter
 from dedupd.similarity.hashing import U64Array
 from dedupd.similarity.lsh import column_bands
@@ -362,7 +362,8 @@ class RedisGateway:
                 ev.field[sel].astype("<u4").tobytes(),
                 (group + 1).astype("<u4").tobytes(),
                 ev.doc[sel].astype("<u4").tobytes(),
-                KEPT_PER_CLUSTER,
+                NEWEST_KEPT,
+                ANCHORS_KEPT,
                 self.bounds.bucket_members,
                 (ev.members[c] for c in clusters.tolist()),
             )

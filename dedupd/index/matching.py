@@ -118,7 +118,9 @@ def choose_candidates(
         distinct = np.unique(ids)
         roots = np.array(gw.roots(distinct.tolist()), dtype=np.int64)
         root_of = dict(zip(distinct.tolist(), roots.tolist(), strict=True))
-        at = pick_many(who, roots[np.searchsorted(distinct, ids)], limit, VERIFIED_PER_CLUSTER)
+        at = pick_many(
+            who, roots[np.searchsorted(distinct, ids)], limit, VERIFIED_PER_CLUSTER, gw.bounds.max_clusters
+        )
         chosen = np.unique(ids[at])
         unpicked = np.setdiff1d(distinct, chosen, assume_unique=True)
         if unpicked.size > 4 * chosen.size:

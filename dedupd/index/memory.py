@@ -49,7 +49,7 @@ from dedupd.index.protocol import (
 )
 from dedupd.index.record import Record, cluster_name
 from dedupd.index.record_cache import DecodedRecords
-from dedupd.similarity.bounds import FRESH_PER_CALL, KEPT_PER_CLUSTER, Bounds
+from dedupd.similarity.bounds import ANCHORS_KEPT, FRESH_PER_CALL, KEPT_PER_CLUSTER, NEWEST_KEPT, Bounds
 from dedupd.similarity.fingerprint import Fingerprinter
 from dedupd.similarity.hashing import U64Array
 from dedupd.similarity.lsh import column_bands
@@ -265,7 +265,7 @@ class MemoryGateway:
         if ev.key.size:
             full = self.bounds.bucket_members
             cast(MemoryExchange, exchange).queue(
-                partial(scripts.evict, self.store, ev, KEPT_PER_CLUSTER, full)
+                partial(scripts.evict, self.store, ev, NEWEST_KEPT, ANCHORS_KEPT, full)
             )
 
     def union(

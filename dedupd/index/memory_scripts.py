@@ -162,7 +162,7 @@ class BucketsCall:
 
 
 # ----- lua.EVICT -----
-def evict(store: MemoryStore, ev: Evictions, keep: int, full: int) -> int:
+def evict(store: MemoryStore, ev: Evictions, newest: int, anchors: int, full: int) -> int:
     """One lua.EVICT call with the rows of ``ev`` (in order); how many members left."""
     groups: list[tuple[str, int, int, list[int]]] = []  # (bucket hash, field, cluster, held) runs of rows
     for k, f, g, d in zip(
@@ -173,11 +173,18 @@ def evict(store: MemoryStore, ev: Evictions, keep: int, full: int) -> int:
             groups.append((name, f, g, []))
         groups[-1][3].append(d)
     sets = [set(np.frombuffer(m, dtype="<u4").tolist()) for m in ev.members]
-    return sum(_settle(store, name, f, sets[g], held, keep, full) for name, f, g, held in groups)
+    return sum(_settle(store, name, f, sets[g], held, newest, anchors, full) for name, f, g, held in groups)
 
 
 def _settle(
-    store: MemoryStore, key: str, at: int, members: set[int], held: list[int], keep: int, full: int
+    store: MemoryStore,
+    key: str,
+    at: int,
+    members: set[int],
+    held: list[int],
+    newest: int,
+    anchors: int,
+    full: int,
 ) -> int:
     """lua.EVICT's settle of one bucket and cluster; how many left."""
     v = store.buckets.get(key, {}).get(at)
@@ -189,15 +196,15 @@ def _settle(
         if m not in seen:
             known.append(m)
             seen.add(m)
-    if len(known) > keep:  # the keep newest first, by selection as the script does
-        for i in range(keep):
-            top = max(range(i, len(known)), key=lambda k: (known[k], -k))
-            known[i], known[top] = known[top], known[i]
-    kept = set(known[:keep])
+    order = known  # what stays, in the order a refused one is put in: newest first, then the anchors
+    if len(known) > newest + anchors:
+        top = sorted(known, reverse=True)[:newest]
+        order = top + sorted(set(known) - set(top))[:anchors]
+    kept = set(order)
     out = [m for m in v if m not in seen or m in kept]
     left = len(v) - len(out)
     present = set(out)
-    for m in known[:keep]:
+    for m in order:
         if m not in present and len(out) < full:
             out.append(m)
     if out != v:

@@ -110,7 +110,7 @@ def cluster_of(gw: Gateway, hits: Sequence[Sequence[Found]]) -> list[tuple[list[
     best: list[int] = []
     for found in hits:
         root_of = [next(roots) for _ in found]
-        kept.append(alert_matches(found, root_of, gw.bounds.max_matches))
+        kept.append(alert_matches(found, root_of, gw.bounds.max_matches, gw.bounds.max_clusters))
         best.append(min(root_of, default=0))
     named = iter(gw.cluster_names([b for b in best if b], known))
     return [(k, next(named) if b else None) for k, b in zip(kept, best, strict=True)]

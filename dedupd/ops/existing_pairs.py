@@ -240,7 +240,9 @@ class ExistingPairs:
         kept = [(m, r) for m, r in zip(group.matches, group.roots, strict=True) if now[m.num] == seen[m.num]]
         if not kept:
             return None
-        matches = alert_matches([m for m, _ in kept], [r for _, r in kept], gw.bounds.max_matches)
+        matches = alert_matches(
+            [m for m, _ in kept], [r for _, r in kept], gw.bounds.max_matches, gw.bounds.max_clusters
+        )
         cluster = clusters[root] if now[root] else f"#{root}"
         alert = Alert(
             rec.doc_id, matches, cluster, rec.entry_id, gw.spec.verify, rec.source, None, by=BY_REBUILD

@@ -4,16 +4,19 @@ A stream full of copies (a wire story syndicated a thousand times, a placeholder
 as many different documents cost. Four bounds keep it so:
 
 - a bucket takes at most ``bucket_members`` members (lua.BUCKETS), and it keeps ``KEPT_PER_CLUSTER`` of
-  each cluster, the newest: a document that joins a bucket where members of its cluster are (its verified
-  matches, and the others it read of the clusters it joins) evicts the older ones (:func:`eviction_rows`,
-  lua.EVICT). They already collide in that band, and the cluster stays findable
-  through the newer ones; deleting old documents (retention by age) takes nothing from the buckets;
-- at most ``max_candidates`` candidates of a document are verified, chosen so that every distinct cluster
-  among them is represented, and at most ``VERIFIED_PER_CLUSTER`` of each cluster at first
-  (:func:`pick_many`; matching.verify_reads verifies more of a cluster none of these matched);
+  each cluster: its ``ANCHORS_KEPT`` oldest there (the anchor) and its ``NEWEST_KEPT`` newest. A document
+  that joins a bucket where members of its cluster are (its verified matches, and the others it read of the
+  clusters it joins) evicts the ones between (:func:`eviction_rows`, lua.EVICT). They already collide in
+  that band; the cluster stays findable through its newest (a chain's drifting versions) and its anchor (a
+  star's base, a flood's original: the member every later variant is near, which the variants' own crowd
+  cannot push out); deleting old documents (retention by age) takes nothing from the buckets;
+- a document verifies the best-ranked candidate of each distinct cluster among its candidates, of at most
+  ``max_clusters`` clusters (a hub near many clusters finds them all), and at most ``max_candidates``
+  others, at most ``VERIFIED_PER_CLUSTER`` of each cluster at first (:func:`pick_many`;
+  matching.verify_reads verifies more of a cluster none of these matched);
 - a document is unioned with one match per distinct cluster root (unionfind.UNION_ROOTS);
 - an alert names at most ``max_matches`` matches, plus the best match of every distinct earlier cluster the
-  document joins (:func:`alert_matches`).
+  document joins, of at most ``max_clusters`` clusters (:func:`alert_matches`).
 
     >>> keys, who, ids = ranked_flat({1: (np.array([7, 3, 7, 9, 3, 7], dtype=np.uint32), 9)})
     >>> ids.tolist()
@@ -31,7 +34,9 @@ import numpy.typing as npt
 from dedupd.similarity.lsh import column_bands
 from dedupd.similarity.matches import Found
 
-KEPT_PER_CLUSTER = 2  # members of one cluster a bucket keeps (the newest): one can be deleted, one stays
+NEWEST_KEPT = 2  # the newest members of one cluster a bucket keeps: one can be deleted, one stays
+ANCHORS_KEPT = 1  # the oldest members of one cluster a bucket keeps (its anchor there: a star's base)
+KEPT_PER_CLUSTER = NEWEST_KEPT + ANCHORS_KEPT  # members of one cluster a bucket keeps
 FRESH_PER_CALL = 2  # new members a bucket takes in one BUCKETS call; the others once verified (lua.EVICT)
 VERIFIED_PER_CLUSTER = 5  # candidates of one cluster verified at first (the best-ranked)
 BATCH_NEIGHBOURS = 1  # per band, the nearest earlier documents of its batch with its hash a document sees
@@ -40,11 +45,12 @@ BATCH_NEIGHBOURS = 1  # per band, the nearest earlier documents of its batch wit
 @dataclass(frozen=True, slots=True)
 class Bounds:
     """The per-document bounds (settings ``bucket_members``, ``max_candidates``, ``max_matches``,
-    ``representatives``, ``near_miss_clusters``)."""
+    ``max_clusters``, ``representatives``, ``near_miss_clusters``)."""
 
     bucket_members: int = 32
     max_candidates: int = 64
     max_matches: int = 10
+    max_clusters: int = 128
     # a cluster's representatives and the near miss (index/near_miss.py): settings ``representatives`` and
     # ``near_miss_clusters``
     representatives: int = 8
@@ -92,16 +98,22 @@ def split_by(who: npt.NDArray[np.int64], values: list[int], n: int) -> list[list
 
 
 def pick_many(
-    who: npt.NDArray[np.int64], roots: npt.NDArray[np.int64], limit: int, per_cluster: int
+    who: npt.NDArray[np.int64],
+    roots: npt.NDArray[np.int64],
+    limit: int,
+    per_cluster: int,
+    clusters: int = 0,
 ) -> npt.NDArray[np.int64]:
-    """At most ``limit`` of each key's ranked candidate ids to verify, as a set of positions: the
-    best-ranked id of each distinct cluster root first (the best-ranked clusters' when there are more than
-    ``limit``), then the best-ranked others, at most ``per_cluster`` of a root in all; for all keys at once.
-    ``who`` is each id's key index (ascending; each key's ids ranked) and ``roots`` each id's cluster root.
-    (tests/reference.py ``pick_candidates`` is the rule for one key.)
+    """Each key's ranked candidate ids to verify, as a set of positions: the best-ranked id of each of the
+    ``clusters`` best-ranked distinct cluster roots, and at most ``limit`` more: the best-ranked id of each
+    other cluster first, then the best-ranked others, at most ``per_cluster`` of a root in all; for all keys
+    at once. ``who`` is each id's key index (ascending; each key's ids ranked) and ``roots`` each id's
+    cluster root. (tests/reference.py ``pick_candidates`` is the rule for one key.)
 
     >>> pick_many(np.array([0, 0, 0, 0, 1]), np.array([1, 1, 1, 2, 4]), 2, 5).tolist()
     [0, 3, 4]
+    >>> pick_many(np.array([0, 0, 0, 0, 0]), np.array([1, 2, 3, 3, 4]), 1, 5, clusters=2).tolist()
+    [0, 1, 2]
     """
     n = who.size
     pos = np.arange(n, dtype=np.int64)
@@ -112,22 +124,28 @@ def pick_many(
     cand = np.flatnonzero(rank < per_cluster)
     cand = cand[np.lexsort((cand, rank[cand] > 0, who[cand]))]  # per key: each cluster's best, then the rest
     group, first = _runs(who[cand])
-    return np.sort(cand[np.arange(cand.size) - first[group] < limit])
+    at = np.arange(cand.size) - first[group]
+    # the bests of a key's first ``clusters`` clusters come first: they are its first ``quota``
+    quota = np.minimum(np.bincount(group, rank[cand] == 0).astype(np.int64), clusters)[group]
+    return np.sort(cand[at < limit + quota])
 
 
-def alert_matches(found: Sequence[Found], roots: Sequence[int], limit: int) -> list[Found]:
+def alert_matches(found: Sequence[Found], roots: Sequence[int], limit: int, clusters: int) -> list[Found]:
     """The matches an alert names, best first: the ``limit`` best, plus the best match of each distinct
-    earlier cluster (``roots``: each match's cluster root before the document joined it) not among them.
+    earlier cluster (``roots``: each match's cluster root before the document joined it) not among them,
+    while fewer than ``clusters`` distinct clusters are named: at most ``limit + clusters`` matches.
 
     ``found`` is best first (matches.matches_of).
 
-    >>> alert_matches([("a", 0.9, 1), ("b", 0.8, 2), ("c", 0.7, 3)], [1, 1, 3], 1)
+    >>> alert_matches([("a", 0.9, 1), ("b", 0.8, 2), ("c", 0.7, 3)], [1, 1, 3], 1, 64)
     [('a', 0.9, 1), ('c', 0.7, 3)]
+    >>> alert_matches([("a", 0.9, 1), ("b", 0.8, 2), ("c", 0.7, 3)], [1, 2, 3], 1, 2)
+    [('a', 0.9, 1), ('b', 0.8, 2)]
     """
     seen: set[int] = set()
     out: list[Found] = []
     for i, (m, root) in enumerate(zip(found, roots, strict=True)):
-        if i < limit or root not in seen:
+        if i < limit or (root not in seen and len(seen) < clusters):
             out.append(m)
         seen.add(root)
     return out
@@ -137,17 +155,20 @@ def batch_predecessors(
     bands: npt.NDArray[np.uint64], depth: int, n_bands: int | None = None, prefix_depth: int = 0
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """(row, earlier row) pairs of a batch's band-hash rows (one row per document, in batch order), as two
-    arrays: in each band, the ``depth`` nearest earlier rows with the same hash (a pair once per band it
-    shares). A bucket holds what was there before the batch; this way the batch's documents see the newest
-    ones of the batch before them. Columns from ``n_bands`` on are all one band (lsh.column_bands): the
-    shingle prefixes of short documents, where the ``prefix_depth`` nearest earlier rows are seen (a shingle
-    is shared by documents far under the threshold; the one that is over it may be further back); a 0 is
-    no hash.
+    arrays: in each band, the ``depth`` nearest earlier rows with the same hash, and the first row with it
+    (the batch's anchor of that bucket, as a bucket keeps its cluster's oldest member) when it is further
+    back (a pair once per band it shares). A bucket holds what was there before the batch; this way the
+    batch's documents see the newest ones of the batch before them and the first. Columns from ``n_bands``
+    on are all one band (lsh.column_bands): the shingle prefixes of short documents, where the
+    ``prefix_depth`` nearest earlier rows are seen (a shingle is shared by documents far under the
+    threshold; the one that is over it may be further back); a 0 is no hash.
 
     >>> [a.tolist() for a in batch_predecessors(np.array([[1, 5], [1, 6], [1, 5]], np.uint64), 1)]
-    [[1, 2, 2], [0, 1, 0]]
+    [[1, 2, 2, 2], [0, 1, 0, 0]]
     >>> [a.tolist() for a in batch_predecessors(np.array([[1, 5], [2, 5], [3, 5]], np.uint64), 1, 1, 2)]
     [[1, 2, 2], [0, 1, 0]]
+    >>> [a.tolist() for a in batch_predecessors(np.array([[7], [7], [7], [7]], np.uint64), 1)]
+    [[1, 2, 3, 2, 3], [0, 1, 2, 0, 0]]
     """
     return predecessors(shared_entries(bands, n_bands), depth, n_bands, prefix_depth)
 
@@ -181,12 +202,14 @@ def nearest_earlier(
     entries: SharedEntries, rows: npt.NDArray[np.int64], depth: int
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """(row, earlier row) pairs of ``rows`` alone: in each bucket that one of them shares, the ``depth``
-    nearest earlier rows in it, every band alike (:func:`predecessors` with ``prefix_depth`` = ``depth``,
-    for those rows only: a few documents of a batch look deep, not the whole batch).
+    nearest earlier rows in it and the first (:func:`predecessors` with ``prefix_depth`` = ``depth``, for
+    those rows only: a few documents of a batch look deep, not the whole batch).
 
     >>> e = shared_entries(np.array([[1, 5], [1, 6], [1, 5], [2, 5]], np.uint64))
     >>> [a.tolist() for a in nearest_earlier(e, np.array([2]), 5)]
     [[2, 2, 2], [0, 1, 0]]
+    >>> [a.tolist() for a in nearest_earlier(e, np.array([3]), 1)]
+    [[3, 3], [2, 0]]
     """
     r = entries.row
     if not r.size:
@@ -197,7 +220,11 @@ def nearest_earlier(
     counts = at - lo
     starts = np.repeat(lo, counts)
     steps = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-    return np.repeat(r[at], counts), r[starts + steps]
+    far = at[lo > first[group[at]]]  # the bucket's first row is further back: its anchor too
+    return (
+        np.concatenate([np.repeat(r[at], counts), r[far]]),
+        np.concatenate([r[starts + steps], r[first[group[far]]]]),
+    )
 
 
 def predecessors(
@@ -212,7 +239,8 @@ def predecessors(
             break
         later.append(r[same + d])
         earlier.append(r[same])
-    if n_bands is not None and prefix_depth > depth:
+    deep = n_bands is not None and prefix_depth > depth
+    if deep:
         at = np.flatnonzero(b == n_bands)  # the prefix band, still by hash and row
         ph, pr = h[at], r[at]
         for d in range(depth + 1, min(prefix_depth, ph.size - 1) + 1):
@@ -221,27 +249,41 @@ def predecessors(
                 break
             later.append(pr[same + d])
             earlier.append(pr[same])
+    if b.size > depth + 1:  # each bucket's first row (its anchor), to the rows further from it than seen
+        group, first = _runs(b, h)
+        back = np.arange(b.size) - first[group]
+        reach = np.where(b == n_bands, prefix_depth, depth) if deep else depth
+        far = np.flatnonzero(back > reach)
+        later.append(r[far])
+        earlier.append(r[first[group[far]]])
     if not later:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     return np.concatenate(later), np.concatenate(earlier)
 
 
 def eviction_rows(
-    bucket: npt.NDArray[np.int64], num: npt.NDArray[np.int64], cluster: npt.NDArray[np.int64], keep: int
+    bucket: npt.NDArray[np.int64],
+    num: npt.NDArray[np.int64],
+    cluster: npt.NDArray[np.int64],
+    newest: int,
+    anchors: int,
 ) -> npt.NDArray[np.int64]:
     """Of a batch's hits (a document of the batch joined a bucket that was there: the bucket, the document's
-    integer id, its cluster after the batch), the ones lua.EVICT needs: per bucket and cluster, the ``keep``
-    newest documents (largest integer id), each bucket's and cluster's together. lua.EVICT leaves the
-    ``keep`` newest of the cluster's known members in the bucket, these included (a full bucket refused
-    them: they take the place of older ones).
+    integer id, its cluster after the batch), the ones lua.EVICT needs: per bucket and cluster, the
+    ``newest`` newest documents (largest integer id) and the ``anchors`` oldest, each bucket's and cluster's
+    together. lua.EVICT leaves the ``newest`` newest and the ``anchors`` oldest of the cluster's known
+    members in the bucket, these included (a full bucket refused them: they take the place of others).
 
-    >>> eviction_rows(*(np.array(x) for x in ([4, 4, 4, 2], [7, 9, 8, 5], [1, 1, 1, 1])), keep=2).tolist()
+    >>> eviction_rows(*(np.array(x) for x in ([4, 4, 4, 2], [7, 9, 8, 5], [1, 1, 1, 1])), 2, 0).tolist()
     [3, 1, 2]
+    >>> eviction_rows(*(np.array(x) for x in ([4, 4, 4, 4], [7, 9, 8, 6], [1, 1, 1, 1])), 1, 1).tolist()
+    [1, 3]
     """
     order = np.lexsort((-num, cluster, bucket))
     group, first = _runs(bucket[order], cluster[order])
     rank = np.arange(order.size) - first[group]
-    return order[rank < keep]
+    size = np.diff(np.append(first, order.size))[group]
+    return order[(rank < newest) | (rank >= size - anchors)]
 
 
 def _bucket_order(band: npt.NDArray[np.uint64], hashes: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:

@@ -17,8 +17,9 @@
 --   parse per batch)
 -- ARGV[8] full: the most members a bucket takes (a full bucket is read but not joined: its members already
 --   collide in that band, and the document is found through them); bound as bytes (4 per member)
--- ARGV[9] crowd: the members of one cluster a bucket keeps (bounds.KEPT_PER_CLUSTER): a join of a bucket that
---   held as many already is a hit (it may crowd its cluster; see the reply); bound as bytes
+-- ARGV[9] crowd: the members of one cluster a bucket keeps (bounds.KEPT_PER_CLUSTER: its anchor and its
+--   newest): a join of a bucket that held as many already is a hit (it may crowd its cluster; see the
+--   reply); bound as bytes
 -- ARGV[10] fresh: the most new members a bucket takes in this call ('0': no such bound; one more in a bucket
 --   the call made: its first member counts as there before, as it is read by the later joins); a JOIN beyond
 --   them is refused, a hit marked so: once the batch is verified lua.EVICT puts the document in (it is the
