@@ -397,7 +397,8 @@ def case_near_miss(ix: Index) -> None:
     assert sorted(reps) == [ix.num("o0"), ix.num("base")] and reps[ix.num("base")][0][0] == ix.num("base")
     ix.run([{"id": "o1", "text": variant(rng, base, 1)}])  # o1 joins the star: the clusters merge
     reps = ix.snapshot()["reps"]
-    assert list(reps) == [ix.num("o0")] and len(reps[ix.num("o0")]) == 3
+    # (one list, the older root's: the base, matched by every variant, first; o0, matched by o1, in it)
+    assert list(reps) == [ix.num("o0")] and ix.num("o0") in [m for m, _ in reps[ix.num("o0")]]
     assert reps[ix.num("o0")][0][0] == ix.num("base")
     ix.run([{"id": "base", "op": "delete"}])
     assert [m for m, _ in ix.snapshot()["reps"][ix.num("o0")]] == [m for m, _ in reps[ix.num("o0")][1:]]
