@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import random
+import sys
 import threading
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import redis
@@ -174,3 +178,19 @@ class FailOnce:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self._trip()
         return self.__dict__["real"](*args, **kwargs)
+
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+
+
+def load_script(name: str) -> ModuleType:
+    """A module of scripts/ (``oracle``, ``family_shapes``, ...), loaded once under ``dedupd_scripts_<name>``
+    (its dataclasses need it in sys.modules)."""
+    key = f"dedupd_scripts_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, SCRIPTS / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    return sys.modules[key]

@@ -5,33 +5,19 @@ chain that drifts is found as before."""
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
 from fractions import Fraction
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 import redis
-from helpers import alerts, drain, make_daemon, push
+from helpers import alerts, drain, load_script, make_daemon, push
 
 from dedupd.client import Client
 
-SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 T = Fraction(4, 5)  # the default threshold, 0.8
 
 
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-shapes = _load("family_shapes")
+shapes = load_script("family_shapes")
 
 
 def jaccard(a: str, b: str) -> Fraction:

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from itertools import combinations
-from pathlib import Path
 
 import pytest
+from helpers import load_script
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-_PATH = Path(__file__).resolve().parent.parent / "scripts" / "cluster_metrics.py"
-_spec = importlib.util.spec_from_file_location("dedupd_scripts_cluster_metrics", _PATH)
-assert _spec is not None and _spec.loader is not None
-cm = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = cm
-_spec.loader.exec_module(cm)
+cm = load_script("cluster_metrics")
 
 Edge = tuple[int, int]
 

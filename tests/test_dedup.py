@@ -8,7 +8,6 @@ pipe, the temporary directory of the environment).
 from __future__ import annotations
 
 import fcntl
-import importlib.util
 import json
 import logging
 import os
@@ -25,6 +24,7 @@ from typing import Any
 import pytest
 import redis
 from click.testing import CliRunner, Result
+from helpers import load_script
 from procs import wait_for
 
 import dedupd.ops.dedup as dedup_module
@@ -32,12 +32,7 @@ import dedupd.server.private as private_server
 from dedupd.cli import cli
 from dedupd.ops.inprocess import InProcessEngine
 
-_PATH = Path(__file__).resolve().parent.parent / "scripts" / "oracle.py"
-_spec = importlib.util.spec_from_file_location("dedupd_scripts_oracle", _PATH)
-assert _spec is not None and _spec.loader is not None
-oracle = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = oracle
-_spec.loader.exec_module(oracle)
+oracle = load_script("oracle")
 
 DEDUPD = [sys.executable, "-m", "dedupd"]
 WORDS = [f"w{i}" for i in range(3000)]  # distinct words: shingles repeat only where planted

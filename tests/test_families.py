@@ -3,32 +3,17 @@ force with the package's own shingling (pure, no Redis)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable
 from fractions import Fraction
 from itertools import combinations, pairwise
-from pathlib import Path
-from types import ModuleType
 
 import pytest
+from helpers import load_script
 
 from dedupd.similarity.shingling import Shingler
 from dedupd.similarity.spec import ShingleSpec
 
-SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-shapes = _load("family_shapes")
+shapes = load_script("family_shapes")
 SHINGLER = Shingler(ShingleSpec.parse("word:3"))
 THRESHOLDS = ["0.8", "0.5", "0.9"]
 

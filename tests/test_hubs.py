@@ -5,37 +5,23 @@ match (real redis-server, the daemon in process)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
-import sys
 from fractions import Fraction
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import redis
-from helpers import alerts, drain, make_daemon, push
+from helpers import alerts, drain, load_script, make_daemon, push
 
 from dedupd.client import Client
 from dedupd.index.keys import Keys
 
-SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 T = Fraction(4, 5)  # the default threshold, 0.8
 SPOKES = 100
 
 
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-shapes = _load("family_shapes")
+shapes = load_script("family_shapes")
 
 
 def hub(spokes: int, seed: int, id_bytes: int = 0) -> list[dict[str, str]]:

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import re
-import sys
 import unicodedata
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import load_script
 
-_PATH = Path(__file__).resolve().parent.parent / "scripts" / "oracle.py"
-_spec = importlib.util.spec_from_file_location("dedupd_scripts_oracle", _PATH)
-assert _spec is not None and _spec.loader is not None
-oracle = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = oracle
-_spec.loader.exec_module(oracle)
+oracle = load_script("oracle")
 
 
 def _random_sets(rng: random.Random, n: int, universe: int, max_size: int) -> list[np.ndarray]:
