@@ -192,7 +192,7 @@ def dedup(
     )
     bad.newline = "\n" if bar else ""
     with (
-        sigterm_unwinds(),
+        sigterm_unwinds() as checkpoint,
         _quiet_dead_letters(settings.log_level),
         _written(output, "wb") as out,
         _written(clusters_file, "w") if clusters_file else contextlib.nullcontext() as clusters,
@@ -210,7 +210,9 @@ def dedup(
             on_bad=bad.report,
             on_bytes=bar.update if bar else None,
             warn=functools.partial(_warn, bar is not None),
+            checkpoint=checkpoint,
         )
+        checkpoint()  # (a SIGTERM after the last line read: -o's file is left as it was all the same)
     click.echo(f"{summary.line()}{bad.summary()}", err=True)
     sys.exit(EXIT_RUNTIME if bad.count else 0)
 

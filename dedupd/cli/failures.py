@@ -14,7 +14,8 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any, NoReturn
 
@@ -40,18 +41,29 @@ class Terminated(BaseException):
 
 
 @contextlib.contextmanager
-def sigterm_unwinds() -> Iterator[None]:
+def sigterm_unwinds() -> Iterator[Callable[[], None]]:
     """While the block runs, SIGTERM unwinds it as Ctrl-C would: every ``finally`` and ``with`` on the way
     runs (temporary files and servers removed), then ``dedupd: terminated`` and exit status 143. A
-    further SIGTERM while it cleans up is ignored (``kill -9`` still ends it at once)."""
+    further SIGTERM while it cleans up is ignored (``kill -9`` still ends it at once).
+
+    The signal only marks the run; the block calls the checkpoint it is given (between input lines, and
+    while it waits for input) and that raises :class:`Terminated`. An exception raised by the signal handler
+    itself could land inside a C callback (numba's compiler calls Python back), which prints and swallows
+    it: the run would go on, and the next SIGTERM would be ignored.
+    """
+    asked = threading.Event()
 
     def terminate(signum: int, frame: FrameType | None) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise Terminated
+        asked.set()
+
+    def checkpoint() -> None:
+        if asked.is_set():
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            raise Terminated
 
     before = signal.signal(signal.SIGTERM, terminate)
     try:
-        yield
+        yield checkpoint
     except Terminated:
         click.echo("dedupd: terminated", err=True)
         sys.exit(EXIT_TERMINATED)

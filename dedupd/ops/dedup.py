@@ -154,6 +154,9 @@ def clusters_of(labels: I64Array, kept: I64Array, ids: list[str]) -> Iterator[Cl
         yield Cluster(ids[first], ids[int(kept_of[first])], [ids[i] for i in group.tolist()])
 
 
+_IDLE_S = 0.25  # how often the checkpoint is called while a pipe gives no line
+
+
 def dedup(
     source: Path | BinaryIO,
     output: BinaryIO,
@@ -167,6 +170,7 @@ def dedup(
     on_bad: Callable[[BadLine], None] | None = None,
     on_bytes: Callable[[int], None] | None = None,
     warn: Callable[[str], None] | None = None,
+    checkpoint: Callable[[], None] | None = None,
 ) -> Summary:
     """Remove the near-duplicates of ``source`` (see the module docstring).
 
@@ -185,6 +189,8 @@ def dedup(
         on_bad: called with each bad line (left out).
         on_bytes: called with the bytes of each line read (for a progress bar).
         warn: called with each warning (a guess of ``--format auto``, a plain-text line in JSONL).
+        checkpoint: called after each line read and every quarter of a second while the input has none to
+            give (a pipe): it may raise to stop the run (the CLI's SIGTERM), which then cleans up.
 
     Returns:
         What it did.
@@ -224,7 +230,7 @@ def dedup(
         with contextlib.ExitStack() as stack:
             engine = stack.enter_context(InProcessEngine(connect(private, retry_for_s=5), private))
             spool = None if start is not None else stack.enter_context(copy.open("wb"))
-            lines = _read(stream, spool, on_bytes)
+            lines = _read(stream, spool, on_bytes, checkpoint)
             _index(engine, _documents(lines, fmt, prefix, name, private, report, warn), docs, report)
             labels = engine.clusters()
         log.info(
@@ -257,11 +263,17 @@ def dedup(
 
 
 def _read(
-    stream: BinaryIO, spool: BinaryIO | None, on_bytes: Callable[[int], None] | None
+    stream: BinaryIO,
+    spool: BinaryIO | None,
+    on_bytes: Callable[[int], None] | None,
+    checkpoint: Callable[[], None] | None = None,
 ) -> Iterator[bytes]:
-    """The lines of ``stream`` (line breaks removed), each copied to ``spool`` when given."""
-    for line in read_lines(stream):
-        if line is None:  # (never: no idle time is asked for)
+    """The lines of ``stream`` (line breaks removed), each copied to ``spool`` when given; ``checkpoint``
+    called after each, and every quarter of a second while a pipe has none to give."""
+    for line in read_lines(stream, _IDLE_S if checkpoint is not None else None):
+        if checkpoint is not None:
+            checkpoint()
+        if line is None:  # (a pipe with nothing to read for _IDLE_S)
             continue
         if spool is not None:
             spool.write(line + b"\n")
