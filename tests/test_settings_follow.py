@@ -13,6 +13,7 @@ from helpers import alerts, drain, make_daemon, push
 from procs import DEDUPD, Served, wait_for
 
 from dedupd.errors import ParameterMismatchError
+from dedupd.index.keys import Keys
 from dedupd.settings import load_settings
 from dedupd.similarity.normalization import NORMALIZATION
 from dedupd.similarity.spec import IndexSpec
@@ -82,7 +83,9 @@ def test_serve_after_rebuild_to_a_lower_threshold_starts_without_flags(
     base = " ".join(f"w{i}" for i in range(40))
     near = " ".join(f"w{i}" for i in range(40) if i % 20 != 3)  # J = 32/42 = 0.76 on word 3-shingles
     push(r, [{"id": "a", "text": base}])
-    drain(make_daemon(redis_url))
+    daemon = make_daemon(redis_url)
+    drain(daemon)
+    r.delete(Keys().heartbeat(daemon.consumer))  # not iterating: the rebuild need not wait for it
     env = {**os.environ, "DEDUPD_REDIS_URL": redis_url, "DEDUPD_METRICS_PORT": "0"}
     done = subprocess.run(
         [*DEDUPD, "rebuild", "--threshold", "0.6"], env=env, capture_output=True, text=True, timeout=300
