@@ -23,7 +23,7 @@ from dedupd.errors import ConfigError, ParameterMismatchError
 from dedupd.redact import redact_url
 from dedupd.similarity.bounds import Bounds
 from dedupd.similarity.lsh import DEFAULT_FN_WEIGHT, DEFAULT_FP_WEIGHT, LSHParams
-from dedupd.similarity.normalization import CHANGES, NORMALIZATION
+from dedupd.similarity.normalization import NORMALIZATION
 from dedupd.similarity.spec import BUCKETS_PER_HASH, IndexSpec, ShingleSpec, shard_bits_for
 
 PREFIX_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
@@ -441,13 +441,8 @@ class Settings(BaseSettings):
             for name, setting in _SPEC_SETTINGS
             if self.given_at(setting) is not None and getattr(asked, name) != getattr(stored, name)
         ]
-        if stored.normalization != NORMALIZATION:
-            change = f" ({CHANGES[NORMALIZATION]})" if NORMALIZATION in CHANGES else ""
-            raise ParameterMismatchError(
-                f"the index under prefix {self.prefix!r} holds texts of text normalization version "
-                f"{stored.normalization}, and this dedupd normalises by version {NORMALIZATION}{change}: run "
-                "`dedupd rebuild` once to reindex them"
-            )
+        # an index normalised otherwise takes a rebuild, whatever is given (the spec's own refusal says so)
+        stored.with_changes({"normalization": NORMALIZATION}).require_same(stored, self.prefix)
         if not conflicts:
             return stored
         built = ", and ".join(

@@ -71,8 +71,11 @@ def test_explicit_banding_and_capacity_are_checked_only_when_given() -> None:
 
 def test_an_index_normalised_otherwise_still_takes_a_rebuild() -> None:
     old = REBUILT.with_changes({"normalization": NORMALIZATION - 1})
-    with pytest.raises(ParameterMismatchError, match="run `dedupd rebuild` once"):
+    with pytest.raises(ParameterMismatchError) as caught:
         load_settings().serving_spec(old)
+    message = str(caught.value)
+    assert "normalised by version 1, this dedupd normalises by version 2" in message
+    assert "Run `dedupd rebuild` to reindex" in message and "Start with" not in message  # no flag helps
 
 
 def test_serve_after_rebuild_to_a_lower_threshold_starts_without_flags(

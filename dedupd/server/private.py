@@ -146,12 +146,8 @@ def _gone(workdir: Path) -> bool:
 
 def _running(pid: int) -> bool:
     """Whether a process ``pid`` runs (a zombie, ended but not yet reaped, does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not embedded._alive(pid):
         return False
-    except PermissionError:
-        return True
     with contextlib.suppress(OSError, IndexError):
         return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
     return True
