@@ -207,7 +207,7 @@ class Settings(BaseSettings):
         32,
         ge=1,
         le=100_000,
-        description="members a band bucket takes at most (a full one is read, not joined)",
+        description="members a band bucket takes at most (a full one is read; a document kept out of most of its buckets by full ones takes a place in each)",
     )
     max_candidates: int = Field(
         64, ge=1, le=100_000, description="candidates verified per document at most (every cluster kept)"

@@ -18,7 +18,7 @@ from dedupd.daemon.stream import ConsumerStream
 from dedupd.index import argv, lua, unionfind
 from dedupd.index.buckets import BucketOps, Hits
 from dedupd.index.keys import DOC_FIELD, Keys, entry_doc
-from dedupd.index.lua import REFUSED_BIT, Op
+from dedupd.index.lua import FULL_BIT, REFUSED_BIT, Op
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "dedupd" / "index" / "scripts"
@@ -145,7 +145,7 @@ def test_the_module_names_are_the_loaded_scripts() -> None:
 
 
 def test_the_layout_constants_in_the_scripts_are_pythons() -> None:
-    assert f"local REFUSED = {REFUSED_BIT}\n" in lua.BUCKETS
+    assert f"local REFUSED, FULL = {REFUSED_BIT}, {FULL_BIT}\n" in lua.BUCKETS
     codes = ", ".join(str(op.value[0]) for op in (Op.JOIN, Op.REJOIN, Op.LEAVE, Op.END))
     assert f"local JOIN, REJOIN, LEAVE, END = {codes}\n" in lua.BUCKETS
     assert f"if op == '{Op.CHECK_WRITE.value.decode()}' then" in lua.RECORD_CAS

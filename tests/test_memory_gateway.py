@@ -406,6 +406,32 @@ def case_near_miss(ix: Index) -> None:
     assert all(m[0] != "base" for a in ix.alerts() if a["id"] == "late" for m in json.loads(a["matches"]))
 
 
+def case_crowded_out(ix: Index) -> None:
+    """A crowd of a victim's sub-threshold neighbours fills its buckets before it comes (buckets of 4): the victim
+    takes a place in each of them all the same (lua.DISPLACE), one other member giving up its place there, and a
+    later near-copy names it; a document that joined most of its buckets displaces nobody."""
+    ix.setup(bucket_members=4)
+    rng = random.Random(20)
+    v = text(rng, 100).split()
+
+    def edited(width: int) -> str:
+        out = list(v)
+        lo = rng.randrange(1, len(v) - width - 1)
+        out[lo : lo + width] = [f"n{rng.randrange(10**6)}" for _ in range(width)]
+        return " ".join(out)
+
+    ix.run([{"id": f"n{i:02}", "text": edited(10)} for i in range(60)], batch=16)
+    crowded = ix.buckets()
+    ix.run([{"id": "V", "text": " ".join(v)}])
+    V = ix.num("V")
+    held = {b: m for b, m in ix.buckets().items() if V in m}
+    assert len(held) == ix.gw.spec.bands and all(len(m) <= 4 for m in ix.buckets().values())
+    displaced = [b for b in held if len(crowded.get(b, [])) == 4]
+    assert displaced and all(len(held[b]) == 4 for b in displaced)  # each full one gave up one member
+    ix.run([{"id": "V'", "text": edited(2)}])
+    assert [a["duplicate_of"] for a in ix.alerts() if a["id"] == "V'"] == ["V"]
+
+
 CASES: dict[str, Callable[[Index], None]] = {
     name.removeprefix("case_"): f for name, f in dict(globals()).items() if name.startswith("case_")
 }

@@ -14,7 +14,7 @@ import numpy as np
 
 from dedupd.daemon.batch import Run
 from dedupd.daemon.clusters import Clusters
-from dedupd.index.buckets import Evictions
+from dedupd.index.buckets import Evictions, Placements, placements
 from dedupd.similarity.bounds import ANCHORS_KEPT, KEPT_PER_CLUSTER, NEWEST_KEPT, eviction_rows
 
 _NONE = np.zeros(0, dtype=np.int64)
@@ -47,6 +47,17 @@ def evictions(run: Run, clusters: Clusters) -> Evictions:
     sel, at = sel[keep], at[keep]
     members = [np.array(known[int(roots[u])], dtype="<u4").tobytes() for u in used.tolist()]
     return Evictions(hits.names, hits.key[sel], hits.field[sel], cluster, nums[at], members)
+
+
+def placements_of(run: Run, done: list[int]) -> Placements:
+    """The places in full buckets that the run's documents kept out of most of their buckets take
+    (bounds.thin, lua.DISPLACE): only documents the run wrote and kept (``done``)."""
+    nums = np.full(len(run.steps), -1, dtype=np.int64)
+    for i in done:
+        if run.steps[i].writes and run.new[i] is not None:
+            nums[i] = run.steps[i].num
+    buckets = np.array([np.count_nonzero(b) for b in run.bands], dtype=np.int64)
+    return placements(run.hits, nums, buckets)
 
 
 def _clusters_by_step(

@@ -138,4 +138,4 @@ def by_step(hits: Hits, step_of: npt.NDArray[np.int64]) -> Hits:
     """``hits`` with each write's index replaced by its step's (``step_of``: by write); a write of Redis
     Cluster leftovers (-1) has none."""
     kept = hits[np.flatnonzero(hits.write >= 0)]
-    return Hits(kept.names, kept.key, kept.field, step_of[kept.write], kept.refused)
+    return Hits(kept.names, kept.key, kept.field, step_of[kept.write], kept.refused, kept.full)

@@ -19,7 +19,7 @@ from dedupd.daemon.alert import Alert
 from dedupd.daemon.batch import Run
 from dedupd.daemon.clusters import Clusters, clusters_of
 from dedupd.daemon.entries import Entry, Op
-from dedupd.daemon.evictions import evictions
+from dedupd.daemon.evictions import evictions, placements_of
 from dedupd.daemon.handoff import Handoff
 from dedupd.daemon.planner import Action, Step
 from dedupd.index.matching import Verification
@@ -56,6 +56,7 @@ def write_outputs(
     clusters = clusters_of(gw, run, done, verified)
     exchange = gw.exchange()
     gw.evict(exchange, evictions(run, clusters))
+    gw.displace(exchange, placements_of(run, done))  # (after EVICT: a place it freed is taken first)
     if handoff is not None:  # the next batch waits for the evictions alone
         if len(exchange):
             exchange.execute()

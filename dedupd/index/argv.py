@@ -140,6 +140,12 @@ def evict(
     return [key_index, fields, groups, docs, str(newest), str(anchors), str(full), *members]
 
 
+def displace(key_index: bytes, fields: bytes, docs: bytes, full: int) -> list[Arg]:
+    """displace.lua: per row its bucket hash (index into KEYS, uint32 LE, 1-based), field and document; the
+    most members a bucket takes."""
+    return [key_index, fields, docs, str(full)]
+
+
 # ----- ids and the union-find (gateway.py) -----
 def resolve_ids(requests: Iterable[tuple[str, bool, str]]) -> list[Arg]:
     """resolve_ids.lua: per (document id, create, entry id) its mode ('a' get or assign, 'g' get only), id

@@ -16,7 +16,8 @@ import numpy as np
 import numpy.typing as npt
 
 from dedupd.index import argv
-from dedupd.index.lua import REFUSED_BIT, Op
+from dedupd.index.lua import FULL_BIT, REFUSED_BIT, Op
+from dedupd.similarity.bounds import thin
 from dedupd.similarity.hashing import U64Array
 from dedupd.similarity.lsh import column_bands, pad_rows
 
@@ -102,26 +103,31 @@ class Hits:
     """The buckets a batch's writes joined that were there already (lua.BUCKETS), where a write may crowd
     its cluster (bounds.eviction_rows): per hit, its bucket (hash name and field), its write's index, and
     whether the bucket refused the document (it had taken its new members of the call: lua.EVICT puts the
-    document in, or not, once the batch is verified)."""
+    document in, or not, once the batch is verified), and whether it was full (the document is not in it:
+    lua.DISPLACE puts a document kept out of most of its buckets in)."""
 
     names: list[str]  # distinct bucket hash names
     key: npt.NDArray[np.int64]  # per hit: index into names
     field: npt.NDArray[np.uint32]  # per hit: the bucket's field
     write: npt.NDArray[np.int64]  # per hit: the index of its write in the batch
     refused: npt.NDArray[np.bool_]  # per hit: the document is not in the bucket (yet)
+    full: npt.NDArray[np.bool_]  # per hit: the bucket was full; the document is not in it
 
     def __getitem__(self, sel: npt.NDArray[np.int64]) -> Hits:
         """The hits ``sel`` (the same names)."""
-        return Hits(self.names, self.key[sel], self.field[sel], self.write[sel], self.refused[sel])
+        return Hits(
+            self.names, self.key[sel], self.field[sel], self.write[sel], self.refused[sel], self.full[sel]
+        )
 
     @staticmethod
     def of(ops: BucketOps, rows: npt.NDArray[np.int64], positions: bytes, first_write: int) -> Hits:
         """The hits one call reported: ``positions`` (uint32 LE, 1-based; the top bit set for a refused
-        document) among the call's ops ``rows``; ``first_write`` is the batch index of the ops' first write."""
+        document, FULL_BIT for a full bucket) among the call's ops ``rows``; ``first_write`` is the batch index
+        of the ops' first write."""
         raw = np.frombuffer(positions, dtype="<u4").astype(np.int64)
         at = rows[(raw & _POSITION) - 1]
-        refused = (raw & REFUSED_BIT) != 0
-        return Hits(ops.names, ops.name_of[at], ops.fields[at], ops.docs[at] + first_write, refused)
+        refused, full = (raw & REFUSED_BIT) != 0, (raw & FULL_BIT) != 0
+        return Hits(ops.names, ops.name_of[at], ops.fields[at], ops.docs[at] + first_write, refused, full)
 
     @staticmethod
     def join(parts: Sequence[Hits]) -> Hits:
@@ -143,6 +149,7 @@ class Hits:
             np.concatenate([np.zeros(0, np.uint32), *(p.field for p in parts)]),
             np.concatenate([np.zeros(0, np.int64), *(p.write for p in parts)]),
             np.concatenate([np.zeros(0, np.bool_), *(p.refused for p in parts)]),
+            np.concatenate([np.zeros(0, np.bool_), *(p.full for p in parts)]),
         )
 
 
@@ -159,10 +166,37 @@ class Evictions:
     members: list[bytes]  # per cluster: the integer ids known to be in it (uint32 LE)
 
 
+@dataclass(frozen=True, slots=True)
+class Placements:
+    """lua.DISPLACE's rows: per row a bucket (hash name and field) that was full, and the document (kept out of
+    most of its buckets: bounds.thin) to put in it."""
+
+    names: list[str]  # bucket hash names
+    key: npt.NDArray[np.int64]  # per row: index into names
+    field: npt.NDArray[np.uint32]
+    doc: npt.NDArray[np.int64]  # per row: the document's integer id
+
+
+def placements(hits: Hits, nums: npt.NDArray[np.int64], buckets: npt.NDArray[np.int64]) -> Placements:
+    """The places the writes kept out of most of their buckets take (bounds.thin): ``nums`` and ``buckets``
+    per write (of those ``hits.write`` indexes): its integer id (-1: take none) and its number of band
+    buckets."""
+    if not hits.full.any():
+        return NO_PLACEMENTS
+    sel = np.flatnonzero(thin(hits.write, hits.full, buckets) & (nums[hits.write] >= 0))
+    return Placements(hits.names, hits.key[sel], hits.field[sel], nums[hits.write[sel]])
+
+
+NO_PLACEMENTS = Placements([], np.zeros(0, np.int64), np.zeros(0, np.uint32), np.zeros(0, np.int64))
 NO_HITS = Hits(
-    [], np.zeros(0, np.int64), np.zeros(0, np.uint32), np.zeros(0, np.int64), np.zeros(0, np.bool_)
+    [],
+    np.zeros(0, np.int64),
+    np.zeros(0, np.uint32),
+    np.zeros(0, np.int64),
+    np.zeros(0, np.bool_),
+    np.zeros(0, np.bool_),
 )
-_POSITION = REFUSED_BIT - 1  # a hit's position without the refused bit
+_POSITION = FULL_BIT - 1  # a hit's position without the refused and full bits
 
 
 NamesOf = Callable[[npt.NDArray[np.int64], npt.NDArray[np.int64]], list[str]]  # (bands, shards) -> key names

@@ -32,6 +32,7 @@ from dedupd.index.buckets import (
     DocWrite,
     Evictions,
     Hits,
+    Placements,
     SingleEncoding,
     bucket_keys,
     bucket_ops,
@@ -170,6 +171,7 @@ class RedisGateway:
         self._emit, self._union = reg(lua.EMIT_MANY), reg(unionfind.UNION_ROOTS)
         self._union_live = reg(unionfind.UNION_LIVE)
         self._reply, self._roots, self._evict = reg(lua.REPLY), reg(unionfind.FIND_ROOTS), reg(lua.EVICT)
+        self._displace = reg(lua.DISPLACE)
         self._page, self._reps = reg(unionfind.CLUSTER_PAGE), reg(unionfind.REPRESENTATIVES)
         self._uf = [keys.uf_parent, keys.uf_children, keys.uf_gone, keys.uf_floor, keys.uf_ring]
         self._shift = np.uint64(64 - spec.shard_bits)
@@ -321,7 +323,7 @@ class RedisGateway:
         of_sent = np.full(len(sent), -1, dtype=np.int64)
         of_sent[at] = np.arange(len(at))
         write = of_sent[hits.write]  # a leave-only write of leftovers joins nothing: no hit is one
-        return out, Hits(hits.names, hits.key, hits.field, write, hits.refused)
+        return out, Hits(hits.names, hits.key, hits.field, write, hits.refused, hits.full)
 
     def _bucket_replies(self, prepared: PackedWrites) -> Applied:
         """Send the packed bucket calls; per write what it read, None when its record had changed; and the
@@ -368,6 +370,24 @@ class RedisGateway:
                 (ev.members[c] for c in clusters.tolist()),
             )
             cast(ScriptPipeline, exchange).script(self._evict, [ev.names[u] for u in used.tolist()], args)
+
+    def displace(self, exchange: Exchange, pl: Placements) -> None:
+        """Queue lua.DISPLACE for the rows of ``pl`` (one call, or one per slot on a Redis Cluster)."""
+        if not pl.key.size:
+            return
+        named, inverse = np.unique(pl.key, return_inverse=True)
+        slot_of = [self._keyslot(pl.names[k]) for k in named.tolist()] if self.cluster else [0] * named.size
+        slots = np.array(slot_of, dtype=np.int64)[inverse]
+        for slot in np.unique(slots).tolist():
+            sel = np.flatnonzero(slots == slot)
+            used, local = np.unique(pl.key[sel], return_inverse=True)
+            args = argv.displace(
+                (local + 1).astype("<u4").tobytes(),
+                pl.field[sel].astype("<u4").tobytes(),
+                pl.doc[sel].astype("<u4").tobytes(),
+                self.bounds.bucket_members,
+            )
+            cast(ScriptPipeline, exchange).script(self._displace, [pl.names[u] for u in used.tolist()], args)
 
     def forget(self, deleted: Sequence[tuple[str, int, str]]) -> None:
         """Deleted documents (doc id, integer id or 0, the delete's entry id): forget their ids, remove their

@@ -38,6 +38,8 @@ class Op(bytes, Enum):
 
 # a hit's position (uint32) with this bit set: the bucket refused the document (buckets.lua; buckets.Hits)
 REFUSED_BIT = 1 << 31
+# ... with this bit set: the bucket was full and the document did not join it (displace.lua may put it in)
+FULL_BIT = 1 << 30
 
 Value = int | str | bytes  # a placeholder's value: a number, Lua source text, or a Lua string literal's bytes
 
@@ -97,11 +99,13 @@ LAYOUT: dict[str, Mapping[str, Value]] = {
         **_record(),
         **_ops("JOIN", "REJOIN", "LEAVE", "END", "CHECK_WRITE", "CHECK_DELETE"),
         "REFUSED_BIT": REFUSED_BIT,
+        "FULL_BIT": FULL_BIT,
     },
     "record_cas": {**_record(), **_op_chars("CHECK_WRITE", "CHECK_DELETE")},
     "record_settle": _record(),
     "versions": _record(),
     "evict": {},
+    "displace": {},
     # ids and the union-find (unionfind.py)
     "resolve_ids": {},
     "find_roots": {},
@@ -194,6 +198,7 @@ RECORD_CAS = load("record_cas")
 RECORD_SETTLE = load("record_settle")
 VERSIONS = load("versions")
 EVICT = load("evict")
+DISPLACE = load("displace")
 RESOLVE_IDS = load("resolve_ids")
 REBUILD_BEGIN = load("rebuild_begin")
 REBUILD_RENEW = load("rebuild_renew")

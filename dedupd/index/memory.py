@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from dedupd.index import memory_scripts as scripts
 from dedupd.index import unionfind
-from dedupd.index.buckets import DocWrite, Evictions, Hits, bucket_keys, bucket_ops
+from dedupd.index.buckets import DocWrite, Evictions, Hits, Placements, bucket_keys, bucket_ops
 from dedupd.index.cluster_page import ClusterPage, PageReply, checked_args, page_of, page_steps
 from dedupd.index.docstate import DocState, states_of
 from dedupd.index.keys import Keys
@@ -267,6 +267,12 @@ class MemoryGateway:
             cast(MemoryExchange, exchange).queue(
                 partial(scripts.evict, self.store, ev, NEWEST_KEPT, ANCHORS_KEPT, full)
             )
+
+    def displace(self, exchange: Exchange, pl: Placements) -> None:
+        """Queue lua.DISPLACE's twin for the rows of ``pl``."""
+        if pl.key.size:
+            full = self.bounds.bucket_members
+            cast(MemoryExchange, exchange).queue(partial(scripts.displace, self.store, pl, full))
 
     def union(
         self,

@@ -1,4 +1,4 @@
-"""The index's server-side scripts in Python on plain dicts and lists: twins of lua.BUCKETS, lua.EVICT,
+"""The index's server-side scripts in Python on plain dicts and lists: twins of lua.BUCKETS, lua.EVICT, lua.DISPLACE,
 lua.RESOLVE_IDS, lua.EMIT_MANY/REPLY and unionfind.UNION_ROOTS/FIND_ROOTS/FORGET_IDS/CLUSTER_PAGE, for
 index/memory.py.
 
@@ -18,11 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from dedupd.index.buckets import BucketOps, DocWrite, Evictions
-from dedupd.index.lua import Op
+from dedupd.index.buckets import BucketOps, DocWrite, Evictions, Placements
+from dedupd.index.lua import FULL_BIT, REFUSED_BIT, Op
 from dedupd.index.record import record_entry_id
 
-REFUSED = 1 << 31  # a hit's position with this bit: the bucket refused the document (lua.BUCKETS)
 _JOIN, _REJOIN, _LEAVE, _END = (op.value[0] for op in (Op.JOIN, Op.REJOIN, Op.LEAVE, Op.END))
 _WRITE, _DELETE = Op.CHECK_WRITE.value[0], Op.CHECK_DELETE.value[0]
 _SID = re.compile(r"(\d+)-(\d+)")
@@ -66,7 +65,7 @@ def _entry_of(blob: bytes | None) -> str:
 class BucketsCall:
     """One lua.BUCKETS call on a single Redis (records checked in it): :meth:`run` answers what the script
     returns, per write its read (None for '!') and the hits' positions (1-based among the bucket ops, the top
-    bit for a refused JOIN)."""
+    bit for a refused JOIN, FULL_BIT for a JOIN of a full bucket)."""
 
     def __init__(self, store: MemoryStore, full: int, crowd: int, fresh: int) -> None:
         self.store, self.full, self.crowd, self.fresh = store, full, crowd, fresh
@@ -124,7 +123,9 @@ class BucketsCall:
             pos is None and join and len(v) < self.full and self.fresh > 0 and len(v) - old >= self.fresh
         )
         if refused:
-            self.hits.append(j + REFUSED)
+            self.hits.append(j + REFUSED_BIT)
+        elif pos is None and join and len(v) >= self.full:  # full: not joined (lua.DISPLACE may put it in)
+            self.hits.append(j + FULL_BIT)
         elif len(v) >= self.crowd:
             self.hits.append(j)
         if (
@@ -210,6 +211,32 @@ def _settle(
     if out != v:
         store.buckets[key][at] = out
     return left
+
+
+# ----- lua.DISPLACE -----
+def displace(store: MemoryStore, pl: Placements, full: int) -> int:
+    """One lua.DISPLACE call with the rows of ``pl`` (in order); how many members were given up."""
+    placed: set[tuple[str, int, int]] = set()
+    n = 0
+    for k, at, doc in zip(pl.key.tolist(), pl.field.tolist(), pl.doc.tolist(), strict=True):
+        key = pl.names[k]
+        bucket = store.buckets.setdefault(key, {})
+        v = bucket.get(at)
+        if v is None:
+            bucket[at] = [doc]
+            continue
+        if doc in v:
+            continue
+        if len(v) >= full:  # give up one member (not one this call put in)
+            others = [p for p, m in enumerate(v) if (key, at, m) not in placed]
+            if others:
+                h = (doc % 65521) * 65519 + at % 65521
+                del v[others[h % len(others)]]
+                n += 1
+        if len(v) < full:
+            v.append(doc)
+            placed.add((key, at, doc))
+    return n
 
 
 # ----- lua.RESOLVE_IDS, lua.EMIT_MANY / lua.REPLY -----

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from dedupd.index.buckets import DocWrite, Evictions, Hits
+from dedupd.index.buckets import DocWrite, Evictions, Hits, Placements
 from dedupd.index.docstate import DocState
 from dedupd.index.keys import Keys
 from dedupd.index.record import Record
@@ -126,6 +126,9 @@ class Gateway(Protocol):
 
     def evict(self, exchange: Exchange, ev: Evictions) -> None:
         """Queue the evictions of a batch (bounds.eviction_rows's rows)."""
+
+    def displace(self, exchange: Exchange, pl: Placements) -> None:
+        """Queue the placements of a batch's documents kept out of most of their buckets (bounds.thin)."""
 
     def union(
         self,

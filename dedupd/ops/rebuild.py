@@ -43,12 +43,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import redis
 
 from dedupd.daemon.batch import RawEntry
 from dedupd.daemon.processor import Processor
 from dedupd.daemon.stream import as_text, ensure_group
-from dedupd.index.buckets import DocWrite
+from dedupd.index.buckets import DocWrite, Hits, placements
 from dedupd.index.docstate import sid
 from dedupd.index.gateway import RedisGateway
 from dedupd.index.generations import Generations, OwedAlerts, RebuildError, State
@@ -222,7 +223,8 @@ class Rebuild:
                 if not rec.fingerprint.empty:
                     w.add = next(bands)
                 writes.append(w)
-            new.apply(new.prepare(writes))
+            _, hits = new.apply(new.prepare(writes))
+            self._displace(new, writes, hits)
             done += len(nums)
             self.generations.renew(self.token, LEASE_MS)
             self.progress("re-banding", done, total)
@@ -420,6 +422,18 @@ class Rebuild:
                 self.keepalive()
         if nums:
             yield nums
+
+    @staticmethod
+    def _displace(new: RedisGateway, writes: list[DocWrite], hits: Hits) -> None:
+        """Put the documents that full buckets kept out of most of their buckets in them (lua.DISPLACE), as the
+        daemons do: a re-banded index leaves no document findable nowhere."""
+        nums = np.array([w.num for w in writes], dtype=np.int64)
+        buckets = np.array([np.count_nonzero(w.add) for w in writes], dtype=np.int64)
+        pl = placements(hits, nums, buckets)
+        if pl.key.size:
+            exchange = new.exchange()
+            new.displace(exchange, pl)
+            exchange.execute()
 
     def _gateway(self, spec: IndexSpec, gen: int) -> RedisGateway:
         return RedisGateway(self.client, self.keys, spec, gen, serving=False, bounds=self.settings.bounds())

@@ -9,7 +9,9 @@ as many different documents cost. Four bounds keep it so:
   clusters it joins) evicts the ones between (:func:`eviction_rows`, lua.EVICT). They already collide in
   that band; the cluster stays findable through its newest (a chain's drifting versions) and its anchor (a
   star's base, a flood's original: the member every later variant is near, which the variants' own crowd
-  cannot push out); deleting old documents (retention by age) takes nothing from the buckets;
+  cannot push out); deleting old documents (retention by age) takes nothing from the buckets. A full bucket is
+  read, not joined, but a document kept out of more than ``THIN_SHARE`` of its buckets by full ones takes a place
+  in each of them (:func:`thin`, lua.DISPLACE): a crowd that came first cannot leave it findable nowhere;
 - a document verifies the best-ranked candidate of each distinct cluster among its candidates, of at most
   ``max_clusters`` clusters (a hub near many clusters finds them all), and at most ``max_candidates``
   others, at most ``VERIFIED_PER_CLUSTER`` of each cluster at first (:func:`pick_many`;
@@ -40,6 +42,9 @@ KEPT_PER_CLUSTER = NEWEST_KEPT + ANCHORS_KEPT  # members of one cluster a bucket
 FRESH_PER_CALL = 2  # new members a bucket takes in one BUCKETS call; the others once verified (lua.EVICT)
 VERIFIED_PER_CLUSTER = 5  # candidates of one cluster verified at first (the best-ranked)
 BATCH_NEIGHBOURS = 1  # per band, the nearest earlier documents of its batch with its hash a document sees
+# a document kept out of more than this share of its buckets because they were full takes a place in each of
+# them (lua.DISPLACE): a crowd that came first cannot leave it findable nowhere
+THIN_SHARE = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +264,21 @@ def predecessors(
     if not later:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     return np.concatenate(later), np.concatenate(earlier)
+
+
+def thin(
+    write: npt.NDArray[np.int64], full: npt.NDArray[np.bool_], buckets: npt.NDArray[np.int64]
+) -> npt.NDArray[np.bool_]:
+    """Per hit (its write's index ``write``; ``full``: the bucket was full and the write did not join it),
+    whether it is a place to take: a full bucket of a write kept out of more than ``THIN_SHARE`` of its
+    ``buckets`` (per write, how many band buckets its document has) by full ones.
+
+    >>> write, full = np.array([0, 0, 0, 1, 1]), np.array([True, True, False, True, False])
+    >>> thin(write, full, np.array([3, 4])).tolist()  # write 0: 2 of 3 full; write 1: 1 of 4
+    [True, True, False, False, False]
+    """
+    kept_out = np.bincount(write[full], minlength=buckets.size)
+    return full & (kept_out > THIN_SHARE * buckets)[write]
 
 
 def eviction_rows(

@@ -38,15 +38,16 @@
 -- Returns one string per END: the packed ids found in the buckets that document joined (before it), or '!'
 -- when its record had changed since it was read (nothing of that document was written); then one more string:
 -- the positions (uint32 LE, 1-based among the call's JOIN/REJOIN/LEAVE ops; the refused bit REFUSED_BIT set
--- for a refused JOIN) of the hits: the joins of a bucket that held crowd members or more (where the document
--- may crowd its cluster: lua.EVICT). Each bucket holds at most full members, so a call's work is bounded by
+-- for a refused JOIN, FULL_BIT for a JOIN of a full bucket, which the document did not join) of the hits: the
+-- joins of a bucket that held crowd members or more (where the document may crowd its cluster: lua.EVICT;
+-- where a document kept out of most of its buckets takes a place: lua.DISPLACE). Each bucket holds at most full members, so a call's work is bounded by
 -- its ops, whatever the size of a cluster.
 local ops, kidx, fields, ids, ckidx = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local blob, ends, full, crowd = ARGV[6], ARGV[7], 4 * tonumber(ARGV[8]), 4 * tonumber(ARGV[9])
 local fresh = 4 * tonumber(ARGV[10])
 --#include _entry_of
 --#include _find_member
-local REFUSED = {{REFUSED_BIT}}
+local REFUSED, FULL = {{REFUSED_BIT}}, {{FULL_BIT}}
 local unpack4, pack4, sub, byte, call = struct.unpack, struct.pack, string.sub, string.byte, redis.call
 local named = ends ~= ''
 local JOIN, REJOIN, LEAVE, END = {{OP_JOIN}}, {{OP_REJOIN}}, {{OP_LEAVE}}, {{OP_END}}
@@ -99,6 +100,8 @@ for i = 1, #ops do
           local refused = not at and op == JOIN and #v < full and fresh > 0 and #v - old >= fresh
           if refused then
             n_hits = n_hits + 1; hits[n_hits] = j + REFUSED
+          elseif not at and op == JOIN and #v >= full then  -- full: not joined (lua.DISPLACE may put it in)
+            n_hits = n_hits + 1; hits[n_hits] = j + FULL
           elseif #v >= crowd then
             n_hits = n_hits + 1; hits[n_hits] = j
           end
