@@ -140,10 +140,10 @@ def evict(
     return [key_index, fields, groups, docs, str(newest), str(anchors), str(full), *members]
 
 
-def displace(key_index: bytes, fields: bytes, docs: bytes, full: int) -> list[Arg]:
+def displace(key_index: bytes, fields: bytes, docs: bytes, full: int, deficits: bool) -> list[Arg]:
     """displace.lua: per row its bucket hash (index into KEYS, uint32 LE, 1-based), field and document; the
-    most members a bucket takes."""
-    return [key_index, fields, docs, str(full)]
+    most members a bucket takes; whether the last key is the deficits hash (single Redis)."""
+    return [key_index, fields, docs, str(full), "1" if deficits else ""]
 
 
 # ----- ids and the union-find (gateway.py) -----

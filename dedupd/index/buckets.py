@@ -168,26 +168,37 @@ class Evictions:
 
 @dataclass(frozen=True, slots=True)
 class Placements:
-    """lua.DISPLACE's rows: per row a bucket (hash name and field) that was full, and the document (kept out of
-    most of its buckets: bounds.thin) to put in it."""
+    """lua.DISPLACE's rows: per row a bucket (hash name and field) that was full and kept the document out,
+    the document, and whether it was kept out of most of its buckets (bounds.thin: on a Redis Cluster, only
+    those rows go); one document's rows together."""
 
     names: list[str]  # bucket hash names
     key: npt.NDArray[np.int64]  # per row: index into names
     field: npt.NDArray[np.uint32]
     doc: npt.NDArray[np.int64]  # per row: the document's integer id
+    thin: npt.NDArray[np.bool_]
+
+    def __getitem__(self, sel: npt.NDArray[np.int64]) -> Placements:
+        """The rows ``sel`` (the same names)."""
+        return Placements(self.names, self.key[sel], self.field[sel], self.doc[sel], self.thin[sel])
 
 
 def placements(hits: Hits, nums: npt.NDArray[np.int64], buckets: npt.NDArray[np.int64]) -> Placements:
-    """The places the writes kept out of most of their buckets take (bounds.thin): ``nums`` and ``buckets``
-    per write (of those ``hits.write`` indexes): its integer id (-1: take none) and its number of band
-    buckets."""
+    """The full buckets that kept the writes out, as lua.DISPLACE's rows: ``nums`` and ``buckets`` per write
+    (of those ``hits.write`` indexes): its integer id (-1: none of its rows) and its number of band buckets
+    (for bounds.thin)."""
     if not hits.full.any():
         return NO_PLACEMENTS
-    sel = np.flatnonzero(thin(hits.write, hits.full, buckets) & (nums[hits.write] >= 0))
-    return Placements(hits.names, hits.key[sel], hits.field[sel], nums[hits.write[sel]])
+    mask = hits.full & (nums[hits.write] >= 0)
+    sel = np.flatnonzero(mask)
+    sel = sel[np.argsort(hits.write[sel], kind="stable")]  # (one document's rows together)
+    lean = thin(hits.write, mask, buckets)[sel]
+    return Placements(hits.names, hits.key[sel], hits.field[sel], nums[hits.write[sel]], lean)
 
 
-NO_PLACEMENTS = Placements([], np.zeros(0, np.int64), np.zeros(0, np.uint32), np.zeros(0, np.int64))
+NO_PLACEMENTS = Placements(
+    [], np.zeros(0, np.int64), np.zeros(0, np.uint32), np.zeros(0, np.int64), np.zeros(0, np.bool_)
+)
 NO_HITS = Hits(
     [],
     np.zeros(0, np.int64),

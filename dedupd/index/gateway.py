@@ -372,8 +372,23 @@ class RedisGateway:
             cast(ScriptPipeline, exchange).script(self._evict, [ev.names[u] for u in used.tolist()], args)
 
     def displace(self, exchange: Exchange, pl: Placements) -> None:
-        """Queue lua.DISPLACE for the rows of ``pl`` (one call, or one per slot on a Redis Cluster)."""
+        """Queue lua.DISPLACE for the rows of ``pl``: one call with the deficits hash on a single Redis; on a
+        Redis Cluster, one per slot with the rows of the documents kept out of most of their buckets only."""
+        if self.cluster:
+            pl = pl[np.flatnonzero(pl.thin)]
         if not pl.key.size:
+            return
+        if not self.cluster:
+            used, local = np.unique(pl.key, return_inverse=True)
+            args = argv.displace(
+                (local + 1).astype("<u4").tobytes(),
+                pl.field.astype("<u4").tobytes(),
+                pl.doc.astype("<u4").tobytes(),
+                self.bounds.bucket_members,
+                True,
+            )
+            keys = [*(pl.names[u] for u in used.tolist()), self.keys.deficits(self.generation)]
+            cast(ScriptPipeline, exchange).script(self._displace, keys, args)
             return
         named, inverse = np.unique(pl.key, return_inverse=True)
         slot_of = [self._keyslot(pl.names[k]) for k in named.tolist()] if self.cluster else [0] * named.size
@@ -386,6 +401,7 @@ class RedisGateway:
                 pl.field[sel].astype("<u4").tobytes(),
                 pl.doc[sel].astype("<u4").tobytes(),
                 self.bounds.bucket_members,
+                False,
             )
             cast(ScriptPipeline, exchange).script(self._displace, [pl.names[u] for u in used.tolist()], args)
 
@@ -400,6 +416,8 @@ class RedisGateway:
         pipe = ScriptPipeline(self.client)
         pipe.script(self._forget, [*keys, self.keys.uf_reps], args)
         pipe.execute()
+        if not self.cluster and (nums := [n for _, n, _ in deleted if n]):  # their deficits (lua.DISPLACE)
+            self.client.hdel(self.keys.deficits(self.generation), *(n.to_bytes(4, "little") for n in nums))
         self._known.forget(num for _, num, _ in deleted)  # (a node removed is its own root again)
 
     def peek(self, bands: Sequence[U64Array]) -> list[Packed]:

@@ -249,6 +249,15 @@ class Keys:
         """
         return f"{self.prefix}:b:{generation}:{{{band}.{shard & 15}}}:{shard:x}"
 
+    def deficits(self, generation: int) -> str:
+        """Hash of one generation (single Redis): integer id (uint32 LE) -> its deficit, how many of its band
+        buckets it is not in because they were full or it gave up its place there (lua.DISPLACE); absent: none."""
+        return f"{self.prefix}:def:{generation}"
+
+    def deficits_pattern(self, generation: int | str) -> str:
+        """SCAN pattern matching the deficits hash of one generation (``'*'``: of every generation)."""
+        return f"{self.prefix}:def:{generation}"
+
     def band_pattern(self, generation: int) -> str:
         """SCAN pattern matching every bucket hash of one generation."""
         return f"{self.prefix}:b:{generation}:*"

@@ -250,6 +250,11 @@ class MemoryGateway:
         if not deleted or not self.serving:
             return
         scripts.forget_ids(self.store, deleted, self._now_ms(), self.tombstone_ttl_s * 1000)
+        held = self.store.deficits.get(self.keys.deficits(self.generation), {})
+        for _, num, _ in deleted:  # their deficits (lua.DISPLACE)
+            held.pop(num, None)
+        if not held:
+            self.store.deficits.pop(self.keys.deficits(self.generation), None)
         self._known.forget(num for _, num, _ in deleted)
 
     def created(self, nums: Sequence[int]) -> None:
@@ -271,8 +276,8 @@ class MemoryGateway:
     def displace(self, exchange: Exchange, pl: Placements) -> None:
         """Queue lua.DISPLACE's twin for the rows of ``pl``."""
         if pl.key.size:
-            full = self.bounds.bucket_members
-            cast(MemoryExchange, exchange).queue(partial(scripts.displace, self.store, pl, full))
+            full, deficits = self.bounds.bucket_members, self.keys.deficits(self.generation)
+            cast(MemoryExchange, exchange).queue(partial(scripts.displace, self.store, pl, full, deficits))
 
     def union(
         self,

@@ -45,6 +45,7 @@ class MemoryStore:
     ring: dict[int, tuple[int, int]] = field(default_factory=dict)  # Keys.uf_ring: (next, prev)
     ring_floor: int = 0  # Keys.uf_ring_floor (unionfind.SET_FLOOR of a new index)
     reps: dict[int, list[list[int]]] = field(default_factory=dict)  # Keys.uf_reps: root -> [id, count] each
+    deficits: dict[str, dict[int, int]] = field(default_factory=dict)  # Keys.deficits -> id -> its deficit
     streams: dict[str, list[dict[bytes, bytes]]] = field(default_factory=dict)  # entries as XRANGE reads them
     seen: dict[str, dict[str, int]] = field(default_factory=dict)  # Keys.seen(stream): marker -> ms
     counters: dict[str, int] = field(default_factory=dict)  # Keys.counters
@@ -214,29 +215,80 @@ def _settle(
 
 
 # ----- lua.DISPLACE -----
-def displace(store: MemoryStore, pl: Placements, full: int) -> int:
-    """One lua.DISPLACE call with the rows of ``pl`` (in order); how many members were given up."""
+class _Deficits:
+    """lua.DISPLACE's view of the deficits hash ``name``: each member's read once, written back at the end."""
+
+    def __init__(self, store: MemoryStore, name: str) -> None:
+        self.store, self.name = store, name
+        self.value: dict[int, int] = {}
+        self.changed: set[int] = set()
+
+    def of(self, m: int) -> int:
+        if m not in self.value:
+            self.value[m] = self.store.deficits.get(self.name, {}).get(m, 0)
+        return self.value[m]
+
+    def add(self, m: int, by: int) -> None:
+        self.value[m] = self.of(m) + by
+        self.changed.add(m)
+
+    def flush(self) -> None:
+        held = self.store.deficits.setdefault(self.name, {})
+        for m in self.changed:
+            if self.value[m] > 0:
+                held[m] = self.value[m]
+            else:
+                held.pop(m, None)
+        if not held:
+            del self.store.deficits[self.name]
+
+
+def displace(store: MemoryStore, pl: Placements, full: int, deficits: str) -> int:
+    """One lua.DISPLACE call on a single Redis (with the deficits hash ``deficits``) with the rows of ``pl``
+    (in order); how many members gave up their place."""
+    d = _Deficits(store, deficits)
+    rows = [
+        (pl.names[k], at, doc)
+        for k, at, doc in zip(pl.key.tolist(), pl.field.tolist(), pl.doc.tolist(), strict=True)
+    ]
+    for key, at, doc in rows:  # a document's deficit counts the rows it is kept out of
+        d.of(doc)
+        v = store.buckets.get(key, {}).get(at)
+        if v is not None and len(v) >= full and doc not in v:
+            d.add(doc, 1)
     placed: set[tuple[str, int, int]] = set()
     n = 0
-    for k, at, doc in zip(pl.key.tolist(), pl.field.tolist(), pl.doc.tolist(), strict=True):
-        key = pl.names[k]
+    for key, at, doc in rows:
         bucket = store.buckets.setdefault(key, {})
         v = bucket.get(at)
         if v is None:
             bucket[at] = [doc]
-            continue
-        if doc in v:
-            continue
-        if len(v) >= full:  # give up one member (not one this call put in)
-            others = [p for p, m in enumerate(v) if (key, at, m) not in placed]
-            if others:
-                h = (doc % 65521) * 65519 + at % 65521
-                del v[others[h % len(others)]]
+        elif doc not in v:
+            fell = len(v) >= full
+            if fell and (give := _give_up(v, key, at, doc, d, placed)) is not None:
+                d.add(v.pop(give), 1)
                 n += 1
-        if len(v) < full:
-            v.append(doc)
-            placed.add((key, at, doc))
+            if len(v) < full:
+                v.append(doc)
+                placed.add((key, at, doc))
+                if fell:
+                    d.add(doc, -1)
+    d.flush()
     return n
+
+
+def _give_up(
+    v: list[int], key: str, at: int, doc: int, d: _Deficits, placed: set[tuple[str, int, int]]
+) -> int | None:
+    """The position of the member of a full bucket with the smallest deficit, 2 or more below ``doc``'s (ties:
+    the first from a position picked by the two ids); never one this call put in."""
+    start = ((doc % 65521) * 65519 + at % 65521) % len(v)
+    give, low = None, d.of(doc) - 1
+    for i in range(len(v)):
+        p = (start + i) % len(v)
+        if (key, at, v[p]) not in placed and d.of(v[p]) < low:
+            give, low = p, d.of(v[p])
+    return give
 
 
 # ----- lua.RESOLVE_IDS, lua.EMIT_MANY / lua.REPLY -----

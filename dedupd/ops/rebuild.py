@@ -384,6 +384,7 @@ class Rebuild:
             self.keys.doc_pattern_of(gen),
             self.keys.band_pattern(gen),
             self.keys.leaving_pattern_of(gen),
+            self.keys.deficits_pattern(gen),
         )
         for pattern in patterns:
             batch: list[bytes] = []
@@ -401,7 +402,13 @@ class Rebuild:
     def drop_other_generations(self, keep: int) -> int:
         """Delete the record and bucket keys of every generation but ``keep`` (left by a rebuild cut short)."""
         gens: set[int] = set()
-        for pattern in (self.keys.doc_pattern, self.keys.band_pattern_all, self.keys.leaving_pattern_of("*")):
+        patterns = (
+            self.keys.doc_pattern,
+            self.keys.band_pattern_all,
+            self.keys.leaving_pattern_of("*"),
+            self.keys.deficits_pattern("*"),
+        )
+        for pattern in patterns:
             for key in self.client.scan_iter(match=pattern, count=5000):
                 gen = int(as_text(key).lstrip("{").split(":")[2])
                 if gen != keep:

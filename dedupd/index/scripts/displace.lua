@@ -1,24 +1,48 @@
--- displace: documents kept out of most of their buckets because they were full (lua.BUCKETS' FULL_BIT hits;
--- bounds.thin) take a place in those buckets: a bucket with room takes the document, a full one gives up one
--- member for it. Without this, a crowd of other documents that filled a document's buckets before it came would
--- leave it in none of them, and no later copy could find it.
+-- displace: documents a full bucket kept out (lua.BUCKETS' FULL_BIT hits) take a place in it, so that no
+-- arrival order leaves a document findable nowhere: a crowd of other documents that filled a document's buckets
+-- before it came, or a hub's later spokes that found every bucket they share with the hub full.
 --
--- The member given up is picked by the document's and the field's numbers (a deterministic spread: the same call
--- gives up the same members), never one this call put in. It stays in its other buckets: a member of a full
--- bucket that was itself kept out of most of its buckets is rare (it takes a crowd that shares most of its band
--- hashes, i.e. its near-copies, which find it through its cluster).
+-- Single Redis (deficits given): each document's deficit is kept, how many of its buckets it is not in because
+-- they were full or it gave up its place there. A document kept out of a full bucket takes the place of the
+-- member there with the smallest deficit when that is at least 2 below its own (the move evens them out; ties
+-- are broken by the two ids), so the places of a crowded neighbourhood are shared out evenly, whatever the order
+-- its documents came in, and a document's later crowd can take from it no more than from any of its members.
+-- Redis Cluster (deficits ''): the deficits would live in another slot; the daemon sends only the rows of
+-- documents kept out of most of their buckets (bounds.thin), and each takes a place, the member giving it up
+-- picked by the two ids.
+-- A member this call put in never gives up its place in the same call.
 --
--- KEYS[1..] buckets: bucket hashes
--- Per row (a document and one of its full buckets):
+-- KEYS[1..] buckets: bucket hashes (single Redis: then the deficits hash, KEYS[#KEYS])
+-- Per row (a document and one of its full buckets; one document's rows together):
 -- ARGV[1] kidx: per row, its bucket hash's index in KEYS (uint32 LE, 1-based)
 -- ARGV[2] fields: per row, the field (4 bytes)
 -- ARGV[3] docs: per row, the document (4 bytes)
 -- ARGV[4] full: the most members a bucket takes
+-- ARGV[5] deficits: '1' when KEYS[#KEYS] is the deficits hash (keys.deficits), '' on a Redis Cluster
 --
--- Returns how many members were given up.
-local kidx, fields, docs, full = ARGV[1], ARGV[2], ARGV[3], 4 * tonumber(ARGV[4])
+-- Returns how many members gave up their place.
+local kidx, fields, docs, full, deficits = ARGV[1], ARGV[2], ARGV[3], 4 * tonumber(ARGV[4]), ARGV[5]
+local DEF = deficits ~= '' and KEYS[#KEYS] or nil
 local unpack4, sub, call = struct.unpack, string.sub, redis.call
 --#include _find_member
+local deficit, changed = {}, {}  -- member -> its deficit (read once), and those this call changed
+local function deficit_of(m)
+  local d = deficit[m]
+  if d == nil then d = tonumber(call('HGET', DEF, m) or '0'); deficit[m] = d end
+  return d
+end
+local function pick(doc, field, n)  -- a position 1..n picked by the two ids
+  return ((unpack4('<I4', doc) % 65521) * 65519 + unpack4('<I4', field) % 65521) % n + 1
+end
+if DEF then  -- a document's deficit counts the rows it is kept out of (as far as the stored one does not)
+  local last
+  for at = 1, #fields, 4 do
+    local doc = sub(docs, at, at + 3)
+    if doc ~= last then deficit_of(doc); last = doc end
+    local v = call('HGET', KEYS[(unpack4('<I4', kidx, at))], sub(fields, at, at + 3))
+    if v and #v >= full and not find(v, doc) then deficit[doc] = deficit[doc] + 1; changed[doc] = true end
+  end
+end
 local placed, n = {}, 0  -- key .. field .. member -> true: put in by this call
 for at = 1, #fields, 4 do
   local key, field, doc = KEYS[(unpack4('<I4', kidx, at))], sub(fields, at, at + 3), sub(docs, at, at + 3)
@@ -26,19 +50,38 @@ for at = 1, #fields, 4 do
   if not v then
     call('HSET', key, field, doc)
   elseif not find(v, doc) then
-    if #v >= full then  -- give up one member (not one this call put in)
-      local others = {}
-      for p = 1, #v, 4 do
-        if not placed[key .. field .. sub(v, p, p + 3)] then others[#others + 1] = p end
+    local fell = #v >= full
+    if fell then  -- give up one member's place (not one this call put in)
+      local count, give = #v / 4, nil
+      local start = pick(doc, field, count)
+      local low = DEF and deficit[doc] - 1 or nil  -- (with deficits: only a member at least 2 below)
+      for i = 0, count - 1 do
+        local p = 4 * ((start - 1 + i) % count) + 1
+        local m = sub(v, p, p + 3)
+        if not placed[key .. field .. m] then
+          if not DEF then give = p; break end
+          local d = deficit_of(m)
+          if d < low then give, low = p, d end
+        end
       end
-      if #others > 0 then
-        local h = (unpack4('<I4', doc) % 65521) * 65519 + unpack4('<I4', field) % 65521
-        local p = others[h % #others + 1]
-        v = sub(v, 1, p - 1) .. sub(v, p + 4)
+      if give then
+        local m = sub(v, give, give + 3)
+        v = sub(v, 1, give - 1) .. sub(v, give + 4)
         n = n + 1
+        if DEF then deficit[m] = deficit[m] + 1; changed[m] = true end
       end
     end
-    if #v < full then call('HSET', key, field, v .. doc); placed[key .. field .. doc] = true end
+    if #v < full then
+      call('HSET', key, field, v .. doc)
+      placed[key .. field .. doc] = true
+      if DEF and fell then deficit[doc] = deficit[doc] - 1; changed[doc] = true end
+    end
+  end
+end
+if DEF then
+  for m in pairs(changed) do
+    local d = deficit[m]
+    if d > 0 then call('HSET', DEF, m, d) else call('HDEL', DEF, m) end
   end
 end
 return n
