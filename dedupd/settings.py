@@ -204,7 +204,7 @@ class Settings(BaseSettings):
 
     # bounded work per document (a flood of copies costs what as many different documents cost)
     bucket_members: int = Field(
-        32,
+        64,
         ge=1,
         le=100_000,
         description="members a band bucket takes at most (a full one is read; a document kept out of most of its buckets by full ones takes a place in each)",

@@ -60,7 +60,7 @@ def test_every_variant_of_a_star_names_the_base(r: redis.Redis, redis_url: str, 
 
 def test_a_batch_sees_the_first_of_each_bucket_however_far_back(r: redis.Redis, redis_url: str) -> None:
     """One batch: a base and 150 variants after it. A variant sees the nearest earlier document of the batch
-    in each band it shares and, matching none, the bucket_members (32) nearest: variants only, once far
+    in each band it shares and, matching none, the bucket_members (64 by default) nearest: variants only, once far
     enough from the base (49 of 150 named nothing). The batch's view keeps the first of each bucket (its
     anchor) as a bucket does."""
     texts = star(150, seed=4)

@@ -52,7 +52,7 @@ class Bounds:
     """The per-document bounds (settings ``bucket_members``, ``max_candidates``, ``max_matches``,
     ``max_clusters``, ``representatives``, ``near_miss_clusters``)."""
 
-    bucket_members: int = 32
+    bucket_members: int = 64
     max_candidates: int = 64
     max_matches: int = 10
     max_clusters: int = 128
