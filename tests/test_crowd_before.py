@@ -5,11 +5,14 @@ full now takes a place in each of them (bounds.thin, lua.DISPLACE), giving up on
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
 from fractions import Fraction
 
 import redis
 from helpers import alerts, drain, load_script, make_daemon, push
+from procs import DEDUPD
 
 from dedupd.client import Client
 
@@ -60,3 +63,31 @@ def test_a_crowd_pushed_before_the_victim_cannot_make_it_invisible(r: redis.Redi
             assert f"V{k}'" in got and f"V{k}" in {m[0] for m in got[f"V{k}'"]["matches"]}, got.get(f"V{k}'")
             verdict = client.query(v)
             assert verdict.duplicate_of == f"V{k}" and verdict.similarity == 1.0, verdict
+
+
+def test_a_rebuild_leaves_the_victim_findable(r: redis.Redis, redis_url: str) -> None:
+    """`dedupd rebuild` re-bands the stored signatures in id order: the crowd first, so the victim found its
+    new buckets full; it takes places there as the daemons' documents do (before: V' found nothing)."""
+    rng = random.Random(2029)
+    victims = [crowd_before(rng) for _ in range(2)]
+    crowd = [
+        {"id": f"V{k}-n{i:03}", "text": c} for k, (_, cs, _) in enumerate(victims) for i, c in enumerate(cs)
+    ]
+    push(r, crowd)
+    drain(make_daemon(redis_url, batch_size=256))
+    push(r, [{"id": f"V{k}", "text": v} for k, (v, _, _) in enumerate(victims)])
+    drain(make_daemon(redis_url))
+    env = {**os.environ, "DEDUPD_REDIS_URL": redis_url}
+    res = subprocess.run(
+        [*DEDUPD, "rebuild", "--bands", "20", "--rows", "6"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr
+    push(r, [{"id": f"V{k}'", "text": v2} for k, (_, _, v2) in enumerate(victims)])
+    drain(make_daemon(redis_url))
+    got = {a["id"]: a for a in alerts(r)}
+    for k in range(2):
+        assert f"V{k}'" in got and f"V{k}" in {m[0] for m in got[f"V{k}'"]["matches"]}, got.get(f"V{k}'")
