@@ -18,6 +18,7 @@ import redis
 from helpers import raw_entry, star, text, variant
 
 from dedupd.daemon.batch import BatchResult, RawEntry
+from dedupd.daemon.expiry import expire_step
 from dedupd.daemon.processor import Processor
 from dedupd.index import gateway as redis_gateway
 from dedupd.index.gateway import RedisGateway
@@ -108,6 +109,8 @@ class Index:
                 "streams": streams,
                 "seen": {k: set(v) for k, v in s.seen.items() if v},
                 "counters": dict(s.counters),
+                "touched": set(s.touched),
+                "claims": (set(s.expiring), dict(s.expiring_ids)),
             }
         r, k = self.client, self.keys
 
@@ -137,6 +140,11 @@ class Index:
                 if r.zcard(key)
             },
             "counters": {a.decode(): int(b) for a, b in r.hgetall(k.counters).items()},
+            "touched": {int(m) for m in r.zrange(k.touched, 0, -1)},
+            "claims": (
+                {int(m) for m in r.zrange(k.expiring, 0, -1)},
+                {int(a): b.decode() for a, b in r.hgetall(k.expiring_ids).items()},
+            ),
         }
 
 
@@ -404,6 +412,34 @@ def case_near_miss(ix: Index) -> None:
     assert [m for m, _ in ix.snapshot()["reps"][ix.num("o0")]] == [m for m, _ in reps[ix.num("o0")][1:]]
     ix.run([{"id": "late", "text": star(rng, base, 1)[0]}])
     assert all(m[0] != "base" for a in ix.alerts() if a["id"] == "late" for m in json.loads(a["matches"]))
+
+
+def case_retention(ix: Index) -> None:
+    """A count window: each step expires the least recently touched documents beyond it as a delete would,
+    but leaves no tombstone (its id pushed again is a new document); a document named by a later alert is
+    touched again and stays; a step abandoned after its claim (a daemon killed) is taken over once its
+    claim lapses, and its documents are expired once."""
+    ix.setup(max_documents=6)
+    rng = random.Random(31)
+    texts = [text(rng) for _ in range(12)]
+    ix.run([{"id": f"d{i}", "text": t} for i, t in enumerate(texts[:8])], batch=4)
+    first = ix.num("d0")
+    done = expire_step(ix.gw, 100, 60_000)
+    assert (done.expired, done.backlog) == (2, 0)
+    snap = ix.snapshot()
+    assert sorted(snap["ids"]) == [f"d{i}" for i in range(2, 8)] and not snap["tombstones"]
+    assert len(snap["records"]) == 6 and len(snap["touched"]) == 6
+    assert not any(first in b for b in snap["buckets"].values())
+    ix.run([{"id": "copy2", "text": variant(rng, texts[2])}])  # names d2, which lives on
+    ix.run([{"id": f"d{i}", "text": t} for i, t in enumerate(texts[8:], start=8)])
+    claim = ix.gw.claim_expiry(100, 0)  # a daemon claims, then dies: its claim lapses at once
+    assert len(claim.nums) == 5 and ix.num("d2") not in claim.nums
+    done = expire_step(ix.gw, 100, 60_000)  # another takes it over
+    assert done.expired == 5
+    assert sorted(ix.snapshot()["ids"]) == sorted(["d2", "copy2", "d8", "d9", "d10", "d11"])
+    assert ix.snapshot()["claims"] == (set(), {})
+    ix.run([{"id": "d0", "text": texts[0]}])  # pushed again after it expired: a new document
+    assert ix.num("d0") not in (0, first) and ix.snapshot()["counters"]["expired"] == 7
 
 
 CASES: dict[str, Callable[[Index], None]] = {
