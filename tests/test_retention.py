@@ -6,6 +6,7 @@ the stream says."""
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ from procs import Served, check_exactly_once, counter, pairs_corpus, push_corpus
 from dedupd.daemon.expiry import expire_step
 from dedupd.daemon.loop import Daemon
 from dedupd.index.keys import Keys
+from dedupd.ops.stats import collect, render
 
 K = Keys()
 
@@ -88,6 +90,17 @@ def test_a_count_window_keeps_the_newest_documents_and_forgets_the_others(
     drain(daemon)
     settle_expiry(daemon)
     assert _footprint(r) == before and r.hlen(K.id_forward) == 20
+    shown = collect(r, K)
+    assert shown.retention is not None
+    assert (shown.retention["expired"], shown.retention["backlog"], shown.retention["max_documents"]) == (
+        100,
+        0,
+        20,
+    )
+    assert shown.retention["oldest_age_s"] is not None
+    assert re.search(
+        r"retention +window 20 documents \(a match restarts a document's age\); oldest", render(shown)
+    )
     # an old one is forgotten: its copy finds nothing, a query of it is no duplicate
     assert query(r, daemon, "q-old", texts[5])["duplicate"] == "0"
     assert query(r, daemon, "q-new", later[55])["duplicate"] == "1"
