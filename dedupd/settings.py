@@ -274,6 +274,22 @@ class Settings(BaseSettings):
         description="how long a deleted document's tombstone keeps older entries from reviving it",
     )
 
+    # retention (stored with the index: index/retention.py)
+    retention_s: int | None = Field(
+        None,
+        ge=0,
+        description="forget a document this many seconds after it was last touched (its upsert or append, or, "
+        "with refresh_on_duplicate, a later document's alert naming it); None or 0: no bound by age",
+    )
+    max_documents: int | None = Field(
+        None,
+        ge=0,
+        description="keep at most this many documents, the most recently touched; None or 0: no bound by count",
+    )
+    refresh_on_duplicate: bool = Field(
+        True, description="a later document's alert naming a document restarts that document's age"
+    )
+
     # logging
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_json: bool = False
@@ -424,6 +440,9 @@ class Settings(BaseSettings):
             shard_bits_for(self.capacity),
             threshold=self.threshold,
             verify=self.verify,
+            retention_s=self.retention_s or None,
+            max_documents=self.max_documents or None,
+            refresh_on_duplicate=self.refresh_on_duplicate,
         )
 
     def serving_spec(self, stored: IndexSpec) -> IndexSpec:
@@ -465,6 +484,11 @@ class Settings(BaseSettings):
         given = self.model_fields_set
         direct = ("shingle", "num_perm", "seed", "minhash", "threshold", "verify")
         changes: dict[str, Any] = {name: getattr(self, name) for name in direct if name in given}
+        for name in ("retention_s", "max_documents"):  # (0: no bound)
+            if name in given:
+                changes[name] = getattr(self, name) or None
+        if "refresh_on_duplicate" in given:
+            changes["refresh_on_duplicate"] = self.refresh_on_duplicate
         changes["normalization"] = NORMALIZATION
         if "capacity" in given:
             changes["shard_bits"] = shard_bits_for(self.capacity)
@@ -528,6 +552,9 @@ _SPEC_SETTINGS = (
     ("bands", "bands"),
     ("rows", "rows"),
     ("shard_bits", "capacity"),
+    ("retention_s", "retention_s"),
+    ("max_documents", "max_documents"),
+    ("refresh_on_duplicate", "refresh_on_duplicate"),
 )
 
 
@@ -535,6 +562,8 @@ def _shown(spec: IndexSpec, name: str) -> str:
     """A spec parameter as a user sets it (shard_bits as the capacity it comes from)."""
     if name == "shard_bits":
         return f"(capacity {BUCKETS_PER_HASH << spec.shard_bits:,})"
+    if getattr(spec, name) is None:  # (a retention bound)
+        return "unset (no bound)"
     return str(getattr(spec, name))
 
 

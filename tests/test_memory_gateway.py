@@ -18,6 +18,7 @@ import redis
 from helpers import raw_entry, star, text, variant
 
 from dedupd.daemon.batch import BatchResult, RawEntry
+from dedupd.daemon.expiry import expire_step
 from dedupd.daemon.processor import Processor
 from dedupd.index import gateway as redis_gateway
 from dedupd.index.buckets import bucket_keys
@@ -112,6 +113,8 @@ class Index:
                 "seen": {k: set(v) for k, v in s.seen.items() if v},
                 "counters": dict(s.counters),
                 "deficits": dict(s.deficits.get(k.deficits(0), {})),
+                "touched": set(s.touched),
+                "claims": (set(s.expiring), dict(s.expiring_ids)),
             }
         r = self.client
 
@@ -142,6 +145,11 @@ class Index:
             },
             "counters": {a.decode(): int(b) for a, b in r.hgetall(k.counters).items()},
             "deficits": {int.from_bytes(a, "little"): int(b) for a, b in r.hgetall(k.deficits(0)).items()},
+            "touched": {int(m) for m in r.zrange(k.touched, 0, -1)},
+            "claims": (
+                {int(m) for m in r.zrange(k.expiring, 0, -1)},
+                {int(a): b.decode() for a, b in r.hgetall(k.expiring_ids).items()},
+            ),
         }
 
 
@@ -447,6 +455,34 @@ def case_crowded_out(ix: Index) -> None:
         assert V in members or min(deficits.get(m, 0) for m in members) >= deficits[V] - 1
     ix.run([{"id": "V'", "text": edited(2)}])
     assert [a["duplicate_of"] for a in ix.alerts() if a["id"] == "V'"] == ["V"]
+
+
+def case_retention(ix: Index) -> None:
+    """A count window: each step expires the least recently touched documents beyond it as a delete would,
+    but leaves no tombstone (its id pushed again is a new document); a document named by a later alert is
+    touched again and stays; a step abandoned after its claim (a daemon killed) is taken over once its
+    claim lapses, and its documents are expired once."""
+    ix.setup(max_documents=6)
+    rng = random.Random(31)
+    texts = [text(rng) for _ in range(12)]
+    ix.run([{"id": f"d{i}", "text": t} for i, t in enumerate(texts[:8])], batch=4)
+    first = ix.num("d0")
+    done = expire_step(ix.gw, 100, 60_000)
+    assert (done.expired, done.backlog) == (2, 0)
+    snap = ix.snapshot()
+    assert sorted(snap["ids"]) == [f"d{i}" for i in range(2, 8)] and not snap["tombstones"]
+    assert len(snap["records"]) == 6 and len(snap["touched"]) == 6
+    assert not any(first in b for b in snap["buckets"].values())
+    ix.run([{"id": "copy2", "text": variant(rng, texts[2])}])  # names d2, which lives on
+    ix.run([{"id": f"d{i}", "text": t} for i, t in enumerate(texts[8:], start=8)])
+    claim = ix.gw.claim_expiry(100, 0)  # a daemon claims, then dies: its claim lapses at once
+    assert len(claim.nums) == 5 and ix.num("d2") not in claim.nums
+    done = expire_step(ix.gw, 100, 60_000)  # another takes it over
+    assert done.expired == 5
+    assert sorted(ix.snapshot()["ids"]) == sorted(["d2", "copy2", "d8", "d9", "d10", "d11"])
+    assert ix.snapshot()["claims"] == (set(), {})
+    ix.run([{"id": "d0", "text": texts[0]}])  # pushed again after it expired: a new document
+    assert ix.num("d0") not in (0, first) and ix.snapshot()["counters"]["expired"] == 7
 
 
 CASES: dict[str, Callable[[Index], None]] = {

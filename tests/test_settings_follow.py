@@ -121,3 +121,35 @@ def test_the_shipped_config_file_sets_no_index_parameter(monkeypatch: pytest.Mon
     settings = load_settings()
     assert settings.config_file is not None and settings.config_file.name == "dedupd.toml"
     assert settings.serving_spec(REBUILT) == REBUILT
+
+
+def test_the_retention_window_is_stored_followed_and_refused_like_the_other_parameters(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    windowed = load_settings(retention_s=3600, max_documents=1000).index_spec()
+    assert (windowed.retention_s, windowed.max_documents, windowed.refresh_on_duplicate) == (3600, 1000, True)
+    assert IndexSpec.from_json(windowed.to_json()) == windowed
+    old = IndexSpec.from_json('{"shingle": "word:3", "num_perm": 8, "seed": 1, "bands": 2, "rows": 4}')
+    assert not old.windowed  # an index stored before the window: no window
+    assert load_settings().serving_spec(windowed) == windowed  # not given: follows the index
+    assert load_settings(retention_s=3600).serving_spec(windowed) == windowed
+    with pytest.raises(ParameterMismatchError) as caught:
+        load_settings(retention_s=60).serving_spec(windowed)
+    assert "retention_s 3600, but --retention-s gives 60" in str(caught.value)
+    assert "`dedupd rebuild --retention-s 60`" in str(caught.value)
+    monkeypatch.setenv("DEDUPD_MAX_DOCUMENTS", "0")  # 0: no bound
+    with pytest.raises(ParameterMismatchError) as caught:
+        load_settings().serving_spec(windowed)
+    assert "max_documents 1000, but DEDUPD_MAX_DOCUMENTS gives unset (no bound)" in str(caught.value)
+    assert "`dedupd rebuild --max-documents 0`" in str(caught.value)
+    monkeypatch.delenv("DEDUPD_MAX_DOCUMENTS")
+    with pytest.raises(ParameterMismatchError, match="--no-refresh-on-duplicate"):
+        load_settings(refresh_on_duplicate=False).serving_spec(windowed)
+
+
+def test_a_rebuild_keeps_the_window_unless_given() -> None:
+    windowed = load_settings(retention_s=3600).index_spec()
+    assert load_settings(threshold=0.7).rebuild_target(windowed).retention_s == 3600
+    assert load_settings(retention_s=60).rebuild_target(windowed).retention_s == 60
+    assert load_settings(retention_s=0).rebuild_target(windowed).retention_s is None
+    assert load_settings(max_documents=5).rebuild_target(windowed).max_documents == 5

@@ -97,6 +97,35 @@ def similarity_options(func: F) -> F:
     return func
 
 
+def retention_options(func: F) -> F:
+    """The retention window as flags (``serve`` and ``rebuild``; stored with the index; each also has a
+    DEDUPD_* variable)."""
+    for option in reversed(
+        (
+            click.option(
+                "--retention-s",
+                type=click.IntRange(min=0),
+                help="Forget a document this many seconds after it was last touched (DEDUPD_RETENTION_S; "
+                "0 or unset: no bound).",
+            ),
+            click.option(
+                "--max-documents",
+                type=click.IntRange(min=0),
+                help="Keep only this many documents, the most recently touched (DEDUPD_MAX_DOCUMENTS; 0 or "
+                "unset: no bound).",
+            ),
+            click.option(
+                "--refresh-on-duplicate/--no-refresh-on-duplicate",
+                default=None,
+                help="Whether a later document's alert naming a document restarts its age "
+                "(DEDUPD_REFRESH_ON_DUPLICATE, default on).",
+            ),
+        )
+    ):
+        func = option(func)
+    return func
+
+
 def settings_from(*, serving: bool = False, verbose: bool = False, **overrides: Any) -> Settings:
     """The settings for a command (flags over DEDUPD_* over the TOML file), with logging set up and the
     warnings about them (unknown DEDUPD_* variables) logged.

@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from dedupd.cli.common import PhaseBar, common_options, connect_to, plural, settings_from, verbose_option
+from dedupd.cli.common import (
+    PhaseBar,
+    common_options,
+    connect_to,
+    plural,
+    retention_options,
+    settings_from,
+    verbose_option,
+)
 from dedupd.cli.sample import DEFAULT_LIMIT, LateProgress, Sample, read_sample, render_sample, sample_dict
 from dedupd.index.keys import Keys
 from dedupd.ops.producer import FORMATS
@@ -168,6 +176,7 @@ def tune(
     type=click.Choice(["signature", "exact"]),
     help="New verification (exact needs the texts: re-indexes them).",
 )
+@retention_options
 @click.option(
     "--from",
     "source",

@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from dedupd.cli.common import common_options, connect_to, settings_from, similarity_options
+from dedupd.cli.common import (
+    common_options,
+    connect_to,
+    retention_options,
+    settings_from,
+    similarity_options,
+)
 from dedupd.errors import RedisUnavailableError
 
 if TYPE_CHECKING:
@@ -23,6 +29,7 @@ _STARTING_S = 60.0  # how long a server loading its data or busy with a script i
 @common_options
 @click.option("--consumer", help="Consumer name in the group (DEDUPD_CONSUMER; default unique per process).")
 @similarity_options
+@retention_options
 @click.option("--batch-size", type=int, help="Entries per read (DEDUPD_BATCH_SIZE).")
 @click.option("--block-ms", type=int, help="Blocking read timeout in ms (DEDUPD_BLOCK_MS).")
 @click.option("--log-json/--no-log-json", default=None, help="JSON log lines (DEDUPD_LOG_JSON).")
@@ -48,6 +55,20 @@ def serve(wait_for_redis_s: float, **opts: Any) -> None:
     batch in hand, acknowledges it and exits 0 (a second signal exits at once). Start one per core,
     on as many machines as you like: they share the work. Logs what it does at INFO (--log-level
     WARNING for less); ends with one line of totals.
+
+    \b
+    Retention (off by default; stored with the index): an endless stream in bounded memory.
+    A document is touched by its own upsert or append and, unless --no-refresh-on-duplicate,
+    by a later document's alert naming it; --retention-s forgets the documents not touched for
+    that long, --max-documents keeps only the most recently touched ones (either or both). An
+    expired document leaves the index as a delete does, with no tombstone: its id pushed again
+    is a new document. Expiry runs after each batch and every 0.5 s when idle, shared by the
+    daemons; `dedupd stats` shows the window, the oldest document's age and the backlog.
+    Example, a news desk asking "seen in the last 7 days?":
+      dedupd serve --retention-s 604800
+    and a crawler frontier bounded to ten million pages:
+      dedupd serve --max-documents 10000000
+    Once stored, change the window with `dedupd rebuild --retention-s N` (0: none).
     """
     from dedupd.daemon.loop import Daemon
 

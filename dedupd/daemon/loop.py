@@ -47,6 +47,7 @@ from dedupd.daemon.batch import BatchResult, RawEntry, Started
 from dedupd.daemon.dead_letters import dead_letter
 from dedupd.daemon.deferred import Deferred
 from dedupd.daemon.entries import PROCESSING_FAILED, entry_bytes
+from dedupd.daemon.expiry import STEP_LIMIT, expire_step
 from dedupd.daemon.handoff import Handoff
 from dedupd.daemon.metrics import Metrics
 from dedupd.daemon.processor import Processor
@@ -78,6 +79,7 @@ _TRIM_EVERY_S = 0.2
 _RECONCILE_S = 2.0  # while entries wait and nothing is read: how often the in-flight registry is reconciled
 _DEFERRED_BLOCK_MS = 50
 _PROGRESS_S = 10.0  # how often serve logs a progress line at INFO
+_EXPIRE_IDLE_S = 0.5  # with a retention window: how often an expiry step runs when no batch came
 # Errors that say nothing about the entries of a batch: never a reason to fail or dead-letter an entry.
 _NOT_THE_ENTRY = (*RETRYABLE, redis.exceptions.NoPermissionError)
 
@@ -137,7 +139,9 @@ class Daemon:
         self.trim = Every(_TRIM_EVERY_S)
         self.touch, self.reconcile = Every(settings.claim_idle_ms / 3000), Every(_RECONCILE_S)
         self.prune_seen = Every(settings.seen_prune_s)
-        self.totals = {"processed": 0, "alerts": 0, "dead": 0, "batches": 0}
+        self.totals = {"processed": 0, "alerts": 0, "dead": 0, "batches": 0, "expired": 0}
+        self.expire_timer = Every(_EXPIRE_IDLE_S)
+        self.rebuilding = False  # a rebuild runs: the expiry waits for it
         self.progress, self._reported = Every(_PROGRESS_S), (time.monotonic(), 0)
         self.metrics = Metrics()
         retry_transient(lambda: ensure_group(self.client, self.keys), settings, 60)
@@ -340,14 +344,41 @@ class Daemon:
             result = self.handle(batch, deliveries)
         else:
             result = settled
+        self._upkeep(result)
+        if overlapping and result is None:
+            return BatchResult()
+        return result if result is None or result.ack or result.processed or result.dead else None
+
+    def _upkeep(self, result: BatchResult | None) -> None:
+        """After an iteration: an expiry step (a retention window: after a batch, or on a timer while idle),
+        the input stream's trim, the redelivery markers' pruning and the output streams' bounds, when due."""
+        if self.gateway.spec.windowed and (
+            (result is not None and result.processed) or self.expire_timer.due()
+        ):
+            self._expire()
         if self.settings.docs_retention_s is not None and self.trim.due():
             self.stream.trim(self.settings.docs_retention_s)
         if self.prune_seen.due():
             self._prune_seen()
             self._bound_outputs()
-        if overlapping and result is None:
-            return BatchResult()
-        return result if result is None or result.ack or result.processed or result.dead else None
+
+    def _expire(self) -> None:
+        """One step of the retention window's expiry (daemon/expiry.py), unless a rebuild runs or a switch
+        pauses the daemons. A Redis error goes up (the loop retries); any other is logged, and the next step
+        takes the claim over once it lapses."""
+        if self.rebuilding or self.paused_for is not None:
+            return
+        s = self.settings
+        try:
+            done = expire_step(self.gateway, max(STEP_LIMIT, s.batch_size), s.claim_idle_ms)
+        except Exception as exc:
+            self._exit_if_asked()
+            if _not_the_entry(exc):
+                raise
+            log.exception("an expiry step failed; its claim is taken over after claim_idle_ms")
+            return
+        self.totals["expired"] += done.expired
+        self.metrics.observe_expiry(done.expired, done.backlog, done.oldest_age_s)
 
     def _watch_memory(self, servers: list[ServerMemory]) -> None:
         """One warning when the server's eviction policy turns evicting while serving (the daemon goes on:
@@ -509,6 +540,7 @@ class Daemon:
         """Follow a rebuild: switch to a new serving generation, and pause while a switch asks for it (the
         batch in hand is finished first, on the generation it started on)."""
         poll = self.generations.poll()
+        self.rebuilding = poll.rebuilding
         switching = poll.spec is not None and poll.gen != self.gateway.generation
         if switching or poll.paused_for != self.paused_for:
             self.settle()

@@ -77,6 +77,22 @@ class Metrics:
         self.batch_size = Histogram(
             "dedupd_batch_size", "Entries per batch", buckets=SIZE_BUCKETS, registry=r
         )
+        # the retention window (index/retention.py): what this daemon expired, and the group-wide backlog and
+        # oldest document as its last expiry step saw them (take max over the daemons)
+        self.expired = Counter(
+            "dedupd_documents_expired", "Documents expired by the retention window", registry=r
+        )
+        self.expiry_backlog = Gauge(
+            "dedupd_expiry_backlog",
+            "Documents past the retention window not yet expired (as this daemon's last step saw it)",
+            registry=r,
+        )
+        self.oldest_age = Gauge(
+            "dedupd_oldest_document_age_seconds",
+            "Age of the least recently touched indexed document (retention window; -1 when none)",
+            registry=r,
+        )
+        self.oldest_age.set(-1)
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._last_group = 0.0
@@ -125,6 +141,12 @@ class Metrics:
         self.processed.inc(processed)
         self.duplicates.inc(alerts)
         self.dead_letters.inc(dead)
+
+    def observe_expiry(self, expired: int, backlog: int, oldest_age_s: float | None) -> None:
+        """Record one expiry step: documents expired, the backlog left, the oldest document's age."""
+        self.expired.inc(expired)
+        self.expiry_backlog.set(backlog)
+        self.oldest_age.set(-1 if oldest_age_s is None else oldest_age_s)
 
     def set_group(self, lag: int | None, pending: int) -> None:
         """Record the consumer group's lag (None: unknown, kept as it was) and pending count."""

@@ -64,7 +64,10 @@ def write_outputs(
     names = unite(gw, clusters, exchange)
     if handoff is not None:
         handoff.unioned.set()
-    alerts = alerts_of(gw, clusters, verified, names)
+    named: list[int] = []
+    alerts = alerts_of(gw, clusters, verified, names, named)
+    if gw.spec.windowed and gw.spec.refresh_on_duplicate:  # the documents an alert names live on
+        gw.touch(exchange, named)
     gw.emit(exchange, gw.keys.alerts, settings.alerts_retention, settings.seen_ttl_s, _emitted(alerts))
     entries = [run.steps[i].entry for i in done if run.steps[i].action is not Action.QUERY]
     gw.emit(
@@ -96,13 +99,17 @@ def unite(gw: Gateway, clusters: Clusters, exchange: Exchange) -> list[str]:
     return gw.cluster_names([root for root, _ in unions.clusters], {**names, **unions.names})
 
 
-def alerts_of(gw: Gateway, clusters: Clusters, verified: Verification, names: list[str]) -> list[Alert]:
+def alerts_of(
+    gw: Gateway, clusters: Clusters, verified: Verification, names: list[str], named: list[int] | None = None
+) -> list[Alert]:
     """The alert of each alerting document: its matches as an alert names them (bounds.alert_matches) and the
-    name of its cluster."""
+    name of its cluster; the integer ids of the documents they name are added to ``named``."""
     out = []
     for (i, step), root, (before, _) in zip(clusters.alerting, names, clusters.earlier, strict=True):
         e = step.entry
         found = alert_matches(verified.matches[i], before, gw.bounds.max_matches, gw.bounds.max_clusters)
+        if named is not None:
+            named += [f.num for f in found]
         out.append(Alert(e.doc_id, found, root, e.entry_id, gw.spec.verify, e.source, e.meta))
     return out
 

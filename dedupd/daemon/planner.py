@@ -11,7 +11,9 @@ whichever consumer processes which entry and in whatever order they finish. The 
 - every document's state carries a *version*: the stream id of the last entry applied to it (the record's
   input entry id, or the tombstone a delete leaves for ``tombstone_ttl_s``);
 - an entry not newer than the version was applied already (a redelivery) or superseded: it changes nothing;
-- an entry newer than the version waits (:attr:`Action.DEFER`) while an older entry of the same document
+- an entry waits (:attr:`Action.DEFER`) while its document is being expired (a retention window: the
+  expiry comes first, and the entry finds no document);
+- an entry newer than the version waits while an older entry of the same document
   is in flight (delivered to the consumer group, not yet acknowledged) and newer than the version, i.e. not
   yet applied. Entries are recorded as in flight in the script that delivers them (lua.READ), and the lookup
   a batch decides with (lua.LOOKUP_INFLIGHT) first checks, atomically, that every pending entry of the group
@@ -64,6 +66,8 @@ def decide(entry: Entry, state: DocState) -> Action:
     op = entry.op
     if op is _QUERY_OP:
         return _QUERY
+    if state.expiring:  # its expiry is under way (index/retention.py): the entry comes after it
+        return _DEFER
     if op is _DELETE_OP and state.stale:
         return _APPLY  # the delete of this generation's stale record
     eid = entry.entry_id

@@ -96,6 +96,7 @@ def summary_line(totals: dict[str, int]) -> str:
         f"{count(totals['processed'], 'document', 'documents')} processed in "
         f"{count(totals['batches'], 'batch', 'batches')}: {count(totals['alerts'], 'duplicate', 'duplicates')}, "
         f"{count(totals['dead'], 'dead letter', 'dead letters')}"
+        + (f", {count(totals['expired'], 'document', 'documents')} expired" if totals.get("expired") else "")
     )
 
 

@@ -147,16 +147,19 @@ def displace(key_index: bytes, fields: bytes, docs: bytes, full: int, deficits: 
 
 
 # ----- ids and the union-find (gateway.py) -----
-def resolve_ids(requests: Iterable[tuple[str, bool, str]]) -> list[Arg]:
-    """resolve_ids.lua: per (document id, create, entry id) its mode ('a' get or assign, 'g' get only), id
-    and entry id.
+def resolve_ids(requests: Iterable[tuple[str, bool, str]], touch: bool = False) -> list[Arg]:
+    """resolve_ids.lua: per (document id, create, entry id) its mode ('a' get or assign, 'A' the same and
+    touch it: with ``touch``, a retention window; 'g' get only), id and entry id.
 
     >>> resolve_ids([("a", True, "1-1"), ("b", False, "1-2")])
     ['a', 'a', '1-1', 'g', 'b', '1-2']
+    >>> resolve_ids([("a", True, "1-1")], touch=True)
+    ['A', 'a', '1-1']
     """
+    create_mode = "A" if touch else "a"
     out: list[Arg] = []
     for doc_id, create, entry_id in requests:
-        out += ["a" if create else "g", doc_id, entry_id]
+        out += [create_mode if create else "g", doc_id, entry_id]
     return out
 
 
@@ -205,6 +208,40 @@ def forget_ids(now_ms: int, ttl_ms: int, deleted: Iterable[tuple[str, int, str]]
 
 
 # ----- outputs (gateway.py) -----
+def expire_claim(age_s: int | None, count: int | None, limit: int, lease_ms: int) -> list[Arg]:
+    """expire_claim.lua: the window by age (seconds, sent in ms; None: none) and by count (None: none), the
+    most documents claimed, the claim's lease (ms).
+
+    >>> expire_claim(60, None, 256, 30000)
+    [60000, 0, 256, 30000]
+    """
+    return [(age_s or 0) * 1000, count or 0, limit, lease_ms]
+
+
+def expire_note(deadline: int, notes: Iterable[tuple[int, str]]) -> list[Arg]:
+    """expire_note.lua: the claim's deadline, then (integer id, document id) pairs.
+
+    >>> expire_note(9, [(3, "a")])
+    [9, 3, 'a']
+    """
+    out: list[Arg] = [deadline]
+    for num, doc_id in notes:
+        out += [num, doc_id]
+    return out
+
+
+def expire_finish(deadline: int, done: Iterable[tuple[int, str, str]]) -> list[Arg]:
+    """expire_finish.lua: the claim's deadline, then (integer id, document id, outcome) triples.
+
+    >>> expire_finish(9, [(3, "a", "x"), (4, "", "-")])
+    [9, 3, 'a', 'x', 4, '', '-']
+    """
+    out: list[Arg] = [deadline]
+    for num, doc_id, outcome in done:
+        out += [num, doc_id, outcome]
+    return out
+
+
 def emit_many(now_ms: int, maxlen: int, ttl_ms: int, entries: Iterable[Emitted]) -> list[Arg]:
     """emit_many.lua and reply.lua: the time, the stream's cap, how long markers (and a reply stream) live,
     then per entry its marker, its field count and its field/value pairs.

@@ -28,6 +28,7 @@ class DocState:
     record: Record | None  # the live record
     tombstone: str | None  # the entry id of the delete that last removed it, while its tombstone lasts
     inflight: tuple[str, ...] = ()  # its entries delivered to the group and not yet acknowledged
+    expiring: bool = False  # a daemon is expiring it (retention.py): its entries wait
 
     @property
     def stale(self) -> bool:
@@ -65,17 +66,17 @@ def tombstone(raw: bytes | str | None) -> tuple[str | None, int]:
 
 def states_of(
     requests: Sequence[tuple[str, bool, str]],
-    resolved: Sequence[tuple[int, bytes | str | None]],
+    resolved: Sequence[tuple[int, bytes | str | None, int]],
     load: Callable[[Iterable[int]], dict[int, Record | None]],
     flights: Sequence[tuple[str, ...]] | None,
 ) -> list[DocState]:
     """Each document's state from what resolving its id gave (its integer id, negative when none was created,
-    and its tombstone) and its record (``load``: the records of integer ids, in one exchange). The record a
+    its tombstone, and 1 when it is being expired) and its record (``load``: the records of integer ids, in one exchange). The record a
     delete removed is found through its tombstone, when the id is forgotten or the entry is not newer than
     the delete (a generation being rebuilt may still hold that record)."""
-    nums = [n for n, _ in resolved]
+    nums = [n for n, _, _ in resolved]
     tombs: list[str | None] = [None] * len(nums)
-    for i, (_, raw) in enumerate(resolved):
+    for i, (_, raw, _) in enumerate(resolved):
         if raw:
             tombs[i], tomb_num = tombstone(raw)
             if not nums[i] or sid(requests[i][2]) <= sid(tombs[i] or ""):
@@ -83,6 +84,12 @@ def states_of(
     records = load(n for n in nums if n > 0)
     get, none = records.get, ()
     return [
-        DocState(abs(n), get(n) if n > 0 else None, tombs[i], flights[i] if flights else none)
+        DocState(
+            abs(n),
+            get(n) if n > 0 else None,
+            tombs[i],
+            flights[i] if flights else none,
+            bool(int(resolved[i][2])),
+        )
         for i, n in enumerate(nums)
     ]

@@ -45,6 +45,7 @@ from dedupd.index.known_roots import KnownRoots
 from dedupd.index.protocol import APPLY_CHUNK, NO_IDS, Applied, Emitted, Exchange, Packed, RecordsRead, Unions
 from dedupd.index.record import Record, cluster_name
 from dedupd.index.record_cache import DecodedRecords
+from dedupd.index.retention import Claim
 from dedupd.server.connection import RedisClient, ScriptPipeline, is_cluster
 from dedupd.similarity.bounds import ANCHORS_KEPT, FRESH_PER_CALL, NEWEST_KEPT, Bounds
 from dedupd.similarity.fingerprint import Fingerprinter
@@ -173,6 +174,8 @@ class RedisGateway:
         self._reply, self._roots, self._evict = reg(lua.REPLY), reg(unionfind.FIND_ROOTS), reg(lua.EVICT)
         self._displace = reg(lua.DISPLACE)
         self._page, self._reps = reg(unionfind.CLUSTER_PAGE), reg(unionfind.REPRESENTATIVES)
+        self._touch, self._claim = reg(lua.TOUCH), reg(lua.EXPIRE_CLAIM)
+        self._note, self._finish = reg(lua.EXPIRE_NOTE), reg(lua.EXPIRE_FINISH)
         self._uf = [keys.uf_parent, keys.uf_children, keys.uf_gone, keys.uf_floor, keys.uf_ring]
         self._shift = np.uint64(64 - spec.shard_bits)
         # The caches below are shared by the daemon's two threads (the main thread indexes a batch while the
@@ -218,10 +221,13 @@ class RedisGateway:
         in-flight entries (from the consumer's stream)."""
         if not requests:
             return []
-        keys = [self.keys.id_forward, self.keys.id_seq, self.keys.tombstones]
-        resolved: Any = self._resolve(keys=keys, args=argv.resolve_ids(requests))
-        pairs = list(zip(resolved[0::2], resolved[1::2], strict=True))  # (integer id, tombstone) each
-        return states_of(requests, pairs, self.load_records, flights)
+        k = self.keys
+        keys = [k.id_forward, k.id_seq, k.tombstones, k.touched, k.expiring]
+        touch = self.serving and self.spec.windowed  # (a rebuild's replay touches nothing)
+        resolved: Any = self._resolve(keys=keys, args=argv.resolve_ids(requests, touch))
+        # (integer id, tombstone, being expired) each
+        triples = list(zip(resolved[0::3], resolved[1::3], resolved[2::3], strict=True))
+        return states_of(requests, triples, self.load_records, flights)
 
     def load_records(self, nums: Iterable[int]) -> dict[int, Record | None]:
         """Fetch document records in one pipelined exchange."""
@@ -414,10 +420,9 @@ class RedisGateway:
         args = argv.forget_ids(int(time.time() * 1000), self.tombstone_ttl_s * 1000, deleted)
         keys = [*self._uf, self.keys.id_forward, self.keys.tombstones, self.keys.tombstone_expiry]
         pipe = ScriptPipeline(self.client)
-        pipe.script(self._forget, [*keys, self.keys.uf_reps], args)
+        pipe.script(self._forget, [*keys, self.keys.uf_reps, self.keys.touched], args)
         pipe.execute()
-        if not self.cluster and (nums := [n for _, n, _ in deleted if n]):  # their deficits (lua.DISPLACE)
-            self.client.hdel(self.keys.deficits(self.generation), *(n.to_bytes(4, "little") for n in nums))
+        self._drop_deficits([n for _, n, _ in deleted])
         self._known.forget(num for _, num, _ in deleted)  # (a node removed is its own root again)
 
     def peek(self, bands: Sequence[U64Array]) -> list[Packed]:
@@ -576,6 +581,41 @@ class RedisGateway:
                 if n:
                     pipe.hincrby(self.keys.counters, name, n)
             pipe.execute()
+
+    # ----- the retention window (retention.py) -----
+    def touch(self, exchange: Exchange, nums: Sequence[int]) -> None:
+        """Queue scripts/touch.lua: the documents a later document's alert named start their age again (only
+        those with a touch time: one being expired or forgotten is not brought back)."""
+        if nums:
+            cast(ScriptPipeline, exchange).script(self._touch, [self.keys.touched], list(dict.fromkeys(nums)))
+
+    def claim_expiry(self, limit: int, lease_ms: int) -> Claim:
+        """scripts/expire_claim.lua with this index's window."""
+        k, spec = self.keys, self.spec
+        args = argv.expire_claim(spec.retention_s, spec.max_documents, limit, lease_ms)
+        return Claim.of(self._claim(keys=[k.touched, k.expiring, k.expiring_ids], args=args))
+
+    def note_expiry(self, deadline: int, notes: Sequence[tuple[int, str]]) -> None:
+        """scripts/expire_note.lua."""
+        if notes:
+            keys = [self.keys.expiring, self.keys.expiring_ids]
+            self._note(keys=keys, args=argv.expire_note(deadline, notes))
+
+    def finish_expiry(self, deadline: int, done: Sequence[tuple[int, str, str]]) -> int:
+        """scripts/expire_finish.lua; the expired documents' roots known to this process are forgotten."""
+        if not done:
+            return 0
+        k = self.keys
+        keys = [*self._uf, k.id_forward, k.uf_reps, k.touched, k.expiring, k.expiring_ids]
+        expired = int(self._finish(keys=keys, args=argv.expire_finish(deadline, done)))
+        self._drop_deficits([num for num, _, _ in done])
+        self._known.forget(num for num, _, _ in done)
+        return expired
+
+    def _drop_deficits(self, nums: Sequence[int]) -> None:
+        """Forget the deficits (lua.DISPLACE: single Redis only) of documents deleted or expired."""
+        if not self.cluster and (nums := [n for n in nums if n]):
+            self.client.hdel(self.keys.deficits(self.generation), *(n.to_bytes(4, "little") for n in nums))
 
     # ----- key names -----
     def _names(self, band_of: npt.NDArray[np.int64], shard_of: npt.NDArray[np.int64]) -> list[str]:

@@ -85,6 +85,7 @@ class Poll:
     spec: IndexSpec | None
     gen: int
     paused_for: int | None
+    rebuilding: bool = False  # a rebuild holds its lease (the retention window's expiry waits for it)
 
 
 def _s(raw: bytes | str | None) -> str | None:
@@ -130,8 +131,14 @@ class Generations:
         pipe = self.client.pipeline(transaction=False)
         pipe.hmget(self.keys.meta, [Meta.SPEC, Meta.GEN])
         pipe.get(self.keys.pause)
-        (spec, gen), pause = pipe.execute()
-        return Poll(IndexSpec.from_json(spec) if spec else None, int(gen or 0), int(pause) if pause else None)
+        pipe.exists(self.keys.rebuild_lease)
+        (spec, gen), pause, rebuilding = pipe.execute()
+        return Poll(
+            IndexSpec.from_json(spec) if spec else None,
+            int(gen or 0),
+            int(pause) if pause else None,
+            bool(rebuilding),
+        )
 
     def lease_owner(self) -> str | None:
         """The token of the rebuild holding the lease (``host:pid:random``), if any."""

@@ -71,6 +71,7 @@ class Heartbeat:
     dead: int = 0
     batches: int = 0
     deferred: int = 0  # entries waiting for an older entry of their document
+    expired: int = 0  # documents it expired (a retention window)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -175,6 +176,24 @@ class Keys:
     def tombstone_expiry(self) -> str:
         """Sorted set: document id -> when its tombstone expires (ms since the epoch)."""
         return f"{self._ids_tag}:tombx"
+
+    @property
+    def touched(self) -> str:
+        """Sorted set, with a retention window only: integer id -> when its document was last touched (the
+        Redis server's time in ms; retention.py). A document being expired is not in it."""
+        return f"{self._ids_tag}:touch"
+
+    @property
+    def expiring(self) -> str:
+        """Sorted set: integer id of a document a daemon is expiring -> when its claim lapses (ms; another
+        daemon then takes it over). Entries of that document wait meanwhile."""
+        return f"{self._ids_tag}:exp"
+
+    @property
+    def expiring_ids(self) -> str:
+        """Hash: integer id of a document being expired -> its document id (read from its record before the
+        record is deleted: a daemon taking the claim over forgets the id without it)."""
+        return f"{self._ids_tag}:expid"
 
     @property
     def uf_parent(self) -> str:

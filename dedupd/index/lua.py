@@ -115,6 +115,11 @@ LAYOUT: dict[str, Mapping[str, Value]] = {
     "forget_ids": {},
     "set_floor": {},
     "cluster_page": {},
+    # the retention window (retention.py)
+    "touch": {},
+    "expire_claim": {},
+    "expire_note": {},
+    "expire_finish": {},
     # generations (generations.py)
     "rebuild_begin": _meta(*_REBUILD, Meta.LAST_GEN),
     "rebuild_renew": {},
@@ -200,6 +205,10 @@ VERSIONS = load("versions")
 EVICT = load("evict")
 DISPLACE = load("displace")
 RESOLVE_IDS = load("resolve_ids")
+TOUCH = load("touch")
+EXPIRE_CLAIM = load("expire_claim")
+EXPIRE_NOTE = load("expire_note")
+EXPIRE_FINISH = load("expire_finish")
 REBUILD_BEGIN = load("rebuild_begin")
 REBUILD_RENEW = load("rebuild_renew")
 REBUILD_PAUSE = load("rebuild_pause")

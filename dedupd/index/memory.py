@@ -49,6 +49,7 @@ from dedupd.index.protocol import (
 )
 from dedupd.index.record import Record, cluster_name
 from dedupd.index.record_cache import DecodedRecords
+from dedupd.index.retention import Claim
 from dedupd.similarity.bounds import ANCHORS_KEPT, FRESH_PER_CALL, KEPT_PER_CLUSTER, NEWEST_KEPT, Bounds
 from dedupd.similarity.fingerprint import Fingerprinter
 from dedupd.similarity.hashing import U64Array
@@ -144,7 +145,8 @@ class MemoryGateway:
         newer delete's tombstone says no), records and tombstones (RedisGateway.states)."""
         if not requests:
             return []
-        resolved = scripts.resolve_ids(self.store, requests)
+        touch = self._now_ms() if self.serving and self.spec.windowed else None
+        resolved = scripts.resolve_ids(self.store, requests, touch)
         return states_of(requests, resolved, self.load_records, flights)
 
     def load_records(self, nums: Iterable[int]) -> dict[int, Record | None]:
@@ -250,11 +252,7 @@ class MemoryGateway:
         if not deleted or not self.serving:
             return
         scripts.forget_ids(self.store, deleted, self._now_ms(), self.tombstone_ttl_s * 1000)
-        held = self.store.deficits.get(self.keys.deficits(self.generation), {})
-        for _, num, _ in deleted:  # their deficits (lua.DISPLACE)
-            held.pop(num, None)
-        if not held:
-            self.store.deficits.pop(self.keys.deficits(self.generation), None)
+        self._drop_deficits([num for _, num, _ in deleted])
         self._known.forget(num for _, num, _ in deleted)
 
     def created(self, nums: Sequence[int]) -> None:
@@ -325,6 +323,41 @@ class MemoryGateway:
         for name, n in counts.items():
             if n:
                 self.store.counters[name] = self.store.counters.get(name, 0) + n
+
+    # ----- the retention window (retention.py) -----
+    def touch(self, exchange: Exchange, nums: Sequence[int]) -> None:
+        """Queue scripts/touch.lua's twin."""
+        if nums:
+            call = partial(scripts.touch, self.store, list(dict.fromkeys(nums)), self._now_ms)
+            cast(MemoryExchange, exchange).queue(call)
+
+    def claim_expiry(self, limit: int, lease_ms: int) -> Claim:
+        """scripts/expire_claim.lua's twin."""
+        spec = self.spec
+        reply = scripts.expire_claim(
+            self.store, self._now_ms(), spec.retention_s, spec.max_documents, limit, lease_ms
+        )
+        return Claim.of(reply)
+
+    def note_expiry(self, deadline: int, notes: Sequence[tuple[int, str]]) -> None:
+        """scripts/expire_note.lua's twin."""
+        scripts.expire_note(self.store, deadline, notes)
+
+    def finish_expiry(self, deadline: int, done: Sequence[tuple[int, str, str]]) -> int:
+        """scripts/expire_finish.lua's twin."""
+        expired = scripts.expire_finish(self.store, deadline, done, self._now_ms())
+        self._drop_deficits([num for num, _, _ in done])
+        self._known.forget(num for num, _, _ in done)
+        return expired
+
+    def _drop_deficits(self, nums: Sequence[int]) -> None:
+        """Forget the deficits (lua.DISPLACE) of documents deleted or expired."""
+        name = self.keys.deficits(self.generation)
+        held = self.store.deficits.get(name, {})
+        for n in nums:
+            held.pop(n, None)
+        if not held:
+            self.store.deficits.pop(name, None)
 
     # ----- key names -----
     def _names(self, band_of: npt.NDArray[np.int64], shard_of: npt.NDArray[np.int64]) -> list[str]:

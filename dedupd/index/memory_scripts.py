@@ -49,6 +49,9 @@ class MemoryStore:
     streams: dict[str, list[dict[bytes, bytes]]] = field(default_factory=dict)  # entries as XRANGE reads them
     seen: dict[str, dict[str, int]] = field(default_factory=dict)  # Keys.seen(stream): marker -> ms
     counters: dict[str, int] = field(default_factory=dict)  # Keys.counters
+    touched: dict[int, int] = field(default_factory=dict)  # Keys.touched: n -> ms
+    expiring: dict[int, int] = field(default_factory=dict)  # Keys.expiring: n -> when the claim lapses (ms)
+    expiring_ids: dict[int, str] = field(default_factory=dict)  # Keys.expiring_ids
 
 
 def _sid(s: str) -> tuple[int, int]:
@@ -292,17 +295,24 @@ def _give_up(
 
 
 # ----- lua.RESOLVE_IDS, lua.EMIT_MANY / lua.REPLY -----
-def resolve_ids(store: MemoryStore, requests: Sequence[tuple[str, bool, str]]) -> list[tuple[int, str]]:
-    """Per (doc id, create, entry id): n (existing), -n (newly assigned), 0 (unknown); and its tombstone."""
+def resolve_ids(
+    store: MemoryStore, requests: Sequence[tuple[str, bool, str]], touch_at: int | None = None
+) -> list[tuple[int, str, int]]:
+    """Per (doc id, create, entry id): n (existing), -n (newly assigned), 0 (unknown); its tombstone; 1 when
+    its document is being expired (nothing assigned or touched). With ``touch_at`` (ms: the server's time),
+    the documents of the requests that create are touched."""
     out = []
     for doc_id, create, entry in requests:
         n = store.ids.get(doc_id)
         tomb = store.tombstones.get(doc_id, "")
+        waits = int(n is not None and n in store.expiring)
         if n is None and create and (tomb == "" or _sid(entry) > _sid(tomb)):
             store.seq += 1
             store.ids[doc_id] = store.seq
             n = -store.seq
-        out.append((n or 0, tomb))
+        if n is not None and not waits and create and touch_at is not None:
+            store.touched[abs(n)] = touch_at
+        out.append((n or 0, tomb, waits))
     return out
 
 
@@ -570,6 +580,7 @@ def forget_ids(store: MemoryStore, deleted: Sequence[tuple[str, int, str]], now:
     for doc_id, n, entry in deleted:
         if n != 0 and store.ids.get(doc_id) == n:
             del store.ids[doc_id]
+            store.touched.pop(n, None)
             reps.drop(_walk(store.parent, n)[0], n)
             uf.forget_node(n)
         tomb = store.tombstones.get(doc_id)
@@ -634,3 +645,73 @@ def _holds_all(store: MemoryStore, root: int, nodes: list[int]) -> bool:
     return all(
         x > store.floor and store.children.get(x, 0) == kids.get(x, 0) for x in nodes if x <= store.ring_floor
     )
+
+
+# ----- the retention window (retention.py) -----
+def touch(store: MemoryStore, nums: Sequence[int], clock: Callable[[], int]) -> int:
+    """scripts/touch.lua: the documents with a touch time get the server's time (never an earlier one)."""
+    now = clock()
+    for n in nums:
+        if n in store.touched and store.touched[n] < now:
+            store.touched[n] = now
+    return now
+
+
+def expire_claim(
+    store: MemoryStore, now: int, age_s: int | None, count: int | None, limit: int, lease_ms: int
+) -> list[Any]:
+    """scripts/expire_claim.lua: [now, deadline, backlog, oldest, n, noted id, ...]."""
+    deadline = now + lease_ms
+    out: list[Any] = [now, deadline, 0, ""]
+    lapsed = sorted((t, str(n), n) for n, t in store.expiring.items() if t <= now)[:limit]  # (Redis's order)
+    for _, _, n in lapsed:
+        store.expiring[n] = deadline
+        out += [n, store.expiring_ids.get(n, "")]
+    due = 0
+    if age_s:
+        due = sum(1 for t in store.touched.values() if t <= now - age_s * 1000)
+    if count:
+        due = max(due, len(store.touched) - count)
+    take = max(0, min(due, limit - len(lapsed)))
+    for _, _, n in sorted((t, str(n), n) for n, t in store.touched.items())[:take]:
+        del store.touched[n]
+        store.expiring[n] = deadline
+        out += [n, ""]
+    out[2] = due - take
+    out[3] = str(min(store.touched.values())) if store.touched else ""
+    return out
+
+
+def expire_note(store: MemoryStore, deadline: int, notes: Sequence[tuple[int, str]]) -> int:
+    """scripts/expire_note.lua: the ids of documents still claimed with ``deadline``."""
+    noted = 0
+    for n, doc_id in notes:
+        if store.expiring.get(n) == deadline:
+            store.expiring_ids[n] = doc_id
+            noted += 1
+    return noted
+
+
+def expire_finish(store: MemoryStore, deadline: int, done: Sequence[tuple[int, str, str]], now: int) -> int:
+    """scripts/expire_finish.lua: per (n, doc id, outcome) still claimed with ``deadline``: 'x' forgets the
+    id, node and representatives (no tombstone), 'k' goes back to the touch set; the claim ends."""
+    uf = UnionFind(store)
+    reps = Representatives(store, 0)
+    expired = 0
+    for n, doc_id, what in done:
+        if store.expiring.get(n) != deadline:
+            continue
+        if what == "x":
+            if store.ids.get(doc_id) == n:
+                del store.ids[doc_id]
+                reps.drop(_walk(store.parent, n)[0], n)
+                uf.forget_node(n)
+            expired += 1
+        elif what == "k":
+            store.touched.setdefault(n, now)
+        del store.expiring[n]
+        store.expiring_ids.pop(n, None)
+    uf.flush_children()
+    uf.flush_ring()
+    reps.flush()
+    return expired

@@ -22,6 +22,7 @@ from dedupd.index.buckets import DocWrite, Evictions, Hits, Placements
 from dedupd.index.docstate import DocState
 from dedupd.index.keys import Keys
 from dedupd.index.record import Record
+from dedupd.index.retention import Claim
 from dedupd.similarity.bounds import Bounds
 from dedupd.similarity.fingerprint import Fingerprinter
 from dedupd.similarity.hashing import U64Array
@@ -151,3 +152,17 @@ class Gateway(Protocol):
 
     def count(self, counts: Mapping[str, int]) -> None:
         """Add to the index's counters (processed, alerts, dead, queries)."""
+
+    # ----- the retention window (retention.py) -----
+    def touch(self, exchange: Exchange, nums: Sequence[int]) -> None:
+        """Queue touching documents a later document's alert named (those with a touch time only)."""
+
+    def claim_expiry(self, limit: int, lease_ms: int) -> Claim:
+        """Claim at most ``limit`` documents past the window (lapsed claims first) for ``lease_ms``."""
+
+    def note_expiry(self, deadline: int, notes: Sequence[tuple[int, str]]) -> None:
+        """Note the document id of each claimed (integer id, document id), while the claim is still ours."""
+
+    def finish_expiry(self, deadline: int, done: Sequence[tuple[int, str, str]]) -> int:
+        """End a claim: per (integer id, document id, outcome) forget the expired, put back the kept; returns
+        how many expired."""

@@ -206,6 +206,7 @@ class Rebuild:
             self._gateway(self._next(state), self._next_gen(state)),
         )
         done, total = 0, self.count_docs(state.gen)
+        now_ms = int(time.time() * 1000)
         for nums in self._doc_nums(state.gen):
             pipe = self.client.pipeline(transaction=False)
             for n in nums:
@@ -225,6 +226,9 @@ class Rebuild:
                 writes.append(w)
             _, hits = new.apply(new.prepare(writes))
             self._displace(new, writes, hits)
+            if new.spec.windowed and present:  # a window turned on: the documents' age starts now
+                touched: dict[str, float] = {str(n): now_ms for n, _, _ in present}
+                self.client.zadd(self.keys.touched, touched, nx=True)
             done += len(nums)
             self.generations.renew(self.token, LEASE_MS)
             self.progress("re-banding", done, total)

@@ -86,6 +86,7 @@ class Stats:
     memory_headroom: int | None = None  # maxmemory - used_memory (0 at or over it); None: no limit or unknown
     memory_node: str | None = None  # the cluster primary these figures are of (None: a single server)
     warnings: list[str] = field(default_factory=list)  # an evicting policy, a headroom under the margin
+    retention: dict[str, Any] | None = None  # the window and its expiry (retention_of); None: no window
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -182,6 +183,50 @@ def stored_spec(client: Any, keys: Keys) -> dict[str, Any] | None:
     return asdict(state.spec) if state is not None else None
 
 
+_WINDOW = ("retention_s", "max_documents", "refresh_on_duplicate")
+
+
+def retention_of(client: Any, keys: Keys, spec: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The retention window of the stored index and its expiry (index/retention.py): the window, the age of
+    the least recently touched document (s), documents expired, and the backlog: documents past the window
+    not yet expired (claims under way included). None when the index has no window. Read only."""
+    if spec is None or (spec.get("retention_s") is None and spec.get("max_documents") is None):
+        return None
+    age_s, count = spec.get("retention_s"), spec.get("max_documents")
+    seconds, micros = client.time()
+    now = int(seconds) * 1000 + int(micros) // 1000
+    pipe = client.pipeline(transaction=False)
+    pipe.zrange(keys.touched, 0, 0, withscores=True)
+    pipe.zcard(keys.touched)
+    pipe.zcount(keys.touched, "-inf", now - (age_s or 0) * 1000)
+    pipe.zcard(keys.expiring)
+    pipe.hget(keys.counters, "expired")
+    oldest, touched, old, claimed, expired = pipe.execute()
+    due = max(old if age_s else 0, touched - count if count else 0)
+    return {
+        "retention_s": age_s,
+        "max_documents": count,
+        "refresh_on_duplicate": spec.get("refresh_on_duplicate", True),
+        "oldest_age_s": round(max(0, now - oldest[0][1]) / 1000, 1) if oldest else None,
+        "expired": int(expired or 0),
+        "backlog": int(due) + int(claimed),
+    }
+
+
+def _retention_text(w: dict[str, Any]) -> str:
+    """The retention line of the report."""
+    bounds = [
+        f"{w['retention_s']:,} s" if w["retention_s"] else "",
+        f"{w['max_documents']:,} documents" if w["max_documents"] else "",
+    ]
+    refresh = "a match restarts a document's age" if w["refresh_on_duplicate"] else "matches do not refresh"
+    oldest = "none" if w["oldest_age_s"] is None else f"{w['oldest_age_s']:,.1f} s"
+    return (
+        f"window {' and '.join(b for b in bounds if b)} ({refresh}); oldest document touched {oldest} ago; "
+        f"{w['expired']:,} expired, backlog {w['backlog']:,}"
+    )
+
+
 def rebuild_state(client: Any, keys: Keys) -> dict[str, Any] | None:
     """An unfinished rebuild (generation, mode, changes, the running process if its lease lives), or None."""
     gens = Generations(client, keys)
@@ -231,6 +276,7 @@ def collect(
     docs_len, alerts_len, dead_len = (int(x) for x in pipe.execute())
     spec = stored_spec(client, keys)
     rebuild = rebuild_state(client, keys)
+    window = retention_of(client, keys, spec)
     group_consumers = consumers(client, keys)
     live = daemons(client, keys)
     throughput = None
@@ -271,6 +317,7 @@ def collect(
         memory_headroom=tight.headroom if tight is not None else None,
         memory_node=tight.node if tight is not None else None,
         warnings=memory_warnings(servers),
+        retention=window,
     )
 
 
@@ -312,7 +359,7 @@ def render(stats: Stats) -> str:
         extra = "".join(
             f", {k} {spec[k]}"
             for k in sorted(spec)
-            if k not in ("shingle", "num_perm", "minhash", "bands", "rows", "seed", "scheme")
+            if k not in ("shingle", "num_perm", "minhash", "bands", "rows", "seed", "scheme", *_WINDOW)
         )
         spec_text = (
             f"{spec['bands']} bands x {spec['rows']} rows, shingle {spec['shingle']}, num_perm "
@@ -330,6 +377,10 @@ def render(stats: Stats) -> str:
         ("documents indexed", f"{stats.documents:,}"),
         ("index", spec_text),
         *([("rebuild", _rebuild_text(stats.rebuild))] if stats.rebuild else []),
+        (
+            "retention",
+            _retention_text(stats.retention) if stats.retention else "none (every document is kept)",
+        ),
         ("Redis memory", f"{human_bytes(stats.used_memory)} (whole server)"),
         ("memory limit", _limit_text(stats)),
         ("eviction policy", _policy_text(stats)),

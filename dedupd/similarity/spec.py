@@ -72,6 +72,9 @@ _HOW: dict[str, tuple[str, str]] = {
     "shard_bits": ("--capacity", "DEDUPD_CAPACITY"),
     "threshold": ("--threshold", "DEDUPD_THRESHOLD"),
     "verify": ("--verify", "DEDUPD_VERIFY"),
+    "retention_s": ("--retention-s", "DEDUPD_RETENTION_S"),
+    "max_documents": ("--max-documents", "DEDUPD_MAX_DOCUMENTS"),
+    "refresh_on_duplicate": ("--refresh-on-duplicate", "DEDUPD_REFRESH_ON_DUPLICATE"),
 }
 
 
@@ -107,6 +110,11 @@ class IndexSpec:
     threshold: float = 0.8
     verify: str = "exact"
     normalization: int = NORMALIZATION  # the text normalisation's version (a stored spec without it: 1)
+    # the retention window (index/retention.py): by age and by count, None = no bound; whether a match
+    # restarts the matched document's age (a stored spec without them: no window)
+    retention_s: int | None = None
+    max_documents: int | None = None
+    refresh_on_duplicate: bool = True
 
     def __post_init__(self) -> None:
         ShingleSpec.parse(self.shingle)
@@ -121,6 +129,17 @@ class IndexSpec:
         if not isinstance(self.normalization, int) or self.normalization < 1:
             raise ConfigError(f"normalization must be a version number (got {self.normalization!r})")
         LSHParams(self.bands, self.rows).check(self.num_perm)
+        for name in ("retention_s", "max_documents"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ConfigError(
+                    f"{name} must be a positive whole number, or unset for no bound (got {value!r})"
+                )
+
+    @property
+    def windowed(self) -> bool:
+        """Whether documents expire (a retention window by age or count is set)."""
+        return self.retention_s is not None or self.max_documents is not None
 
     @property
     def shingle_spec(self) -> ShingleSpec:
@@ -196,6 +215,10 @@ class IndexSpec:
         for name in names:
             if name == "shard_bits":
                 out.append(f"--capacity {BUCKETS_PER_HASH << self.shard_bits}")
+            elif name in ("retention_s", "max_documents"):  # 0 asks for no bound
+                out.append(f"{_HOW[name][0]} {getattr(self, name) or 0}")
+            elif name == "refresh_on_duplicate":
+                out.append(f"--{'' if self.refresh_on_duplicate else 'no-'}refresh-on-duplicate")
             elif name in _HOW:
                 out.append(f"{_HOW[name][0]} {getattr(self, name)}")
         return " ".join(out)

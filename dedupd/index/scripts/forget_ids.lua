@@ -13,13 +13,14 @@
 -- KEYS[7] TOMB: the tombstones, document id -> '<version> <n>' (keys.tombstones)
 -- KEYS[8] TOMBX: the tombstones' expiry, document id -> ms (keys.tombstone_expiry)
 -- KEYS[9] REPS: the clusters' representatives (keys.uf_reps)
+-- KEYS[10] TOUCHED: when each document was last touched (keys.touched: a retention window)
 -- ARGV[1] now: the time, ms since the epoch
 -- ARGV[2] ttl: how long a tombstone lives, in ms
 -- ARGV[3..] deleted: triples (id, n, the delete's entry id)
 --
 -- Returns how many expired tombstones were removed.
 local UF, KIDS, GONE, FLOOR, RING = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local FWD, TOMB, TOMBX, REPS = KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local FWD, TOMB, TOMBX, REPS, TOUCHED = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local now, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
 local CAP = 0  -- (a delete counts no match)
 --#include _stream_id
@@ -29,6 +30,7 @@ for i = 3, #ARGV, 3 do
   local id, n, entry = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   if n ~= '0' and redis.call('HGET', FWD, id) == n then
     redis.call('HDEL', FWD, id)
+    redis.call('ZREM', TOUCHED, n)
     reps_drop((walk(n)), n)
     forget_node(n)
   end
