@@ -379,7 +379,8 @@ def test_any_order_is_found_whole_with_room() -> None:
 
 #: why the properties fail today (the counterexamples below, traced)
 CROWDED = (
-    "full buckets take no newcomer: a document refused by every bucket it shares with its later duplicate"
+    "buckets of 4 to 8: a neighbourhood with more documents than places (shared out evenly by lua.DISPLACE) can"
+    " leave a document out of every bucket it shares with its duplicate"
 )
 FEW = "few candidates or representatives: a duplicate read but outranked, or evicted and not a representative"
 
@@ -487,11 +488,25 @@ COUNTEREXAMPLES = {
 }
 
 
+#: the counterexamples that pass now (they failed before): full buckets share their places out evenly
+#: (lua.DISPLACE), and a near miss verifies further candidates however many were verified (matching.py)
+FIXED = {
+    "hub-spokes-first-crowded",
+    "star-variants-first-crowded",
+    "flood-copies-first-crowded",
+    "hub-spoke-after-hub-few-candidates",
+}
+
+
 @pytest.mark.parametrize("where", ["twin", "redis"])
 @pytest.mark.parametrize(
     "case",
     [
-        pytest.param(inst, id=name, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=why))
+        pytest.param(
+            inst,
+            id=name,
+            marks=() if name in FIXED else pytest.mark.xfail(strict=True, raises=AssertionError, reason=why),
+        )
         for name, (inst, why) in COUNTEREXAMPLES.items()
     ],
 )
