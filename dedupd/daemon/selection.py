@@ -188,14 +188,11 @@ def look_further(gw: Gateway, run: Run, batch: BatchEntries, checked: Checked, g
             root = root or _batch_roots(run, checked, got)
             if len({root.get(run.steps[i].num, run.steps[i].num) for i in batch.rows}) < 2:
                 continue  # (one cluster: a flood's copies; nothing else to look at)
-        for i, ids in batch_neighbours(gw, run, batch, depth, writers).items():
+        near = batch_neighbours(gw, run, batch, depth, writers, root if other_clusters else None)
+        for i, ids in near.items():
             num = run.steps[i].num
             seen = got.candidates.get(num, _NO_IDS_SET)
-            fresh = [n for n in ids.tolist() if n not in seen]
-            if other_clusters and root is not None:
-                own = root.get(num, num)
-                fresh = [n for n in fresh if root.get(n, n) != own]
-            if fresh:
+            if fresh := [n for n in ids.tolist() if n not in seen]:
                 reads[num] = (np.array(fresh, dtype=np.uint32), num)
     return reads
 
@@ -242,11 +239,17 @@ def batch_entries(gw: Gateway, run: Run) -> BatchEntries:
 
 
 def batch_neighbours(
-    gw: Gateway, run: Run, batch: BatchEntries, depth: int, only: set[int] | None = None
+    gw: Gateway,
+    run: Run,
+    batch: BatchEntries,
+    depth: int,
+    only: set[int] | None = None,
+    cluster: dict[int, int] | None = None,
 ) -> dict[int, Packed]:
     """By step index (of ``only``, when given), the integer ids of the ``depth`` nearest earlier documents
     of the run with a band hash in common, and of the ``bucket_members`` nearest with a shingle prefix
-    in common (bounds.batch_predecessors): a JOIN reads what a bucket held before the run."""
+    in common (bounds.batch_predecessors): a JOIN reads what a bucket held before the run. With ``cluster``
+    (by integer id; absent: its own), only those of another cluster than the document's."""
     rows, shared = batch.rows, batch.shared
     if len(rows) < 2:
         return {}
@@ -258,6 +261,12 @@ def batch_neighbours(
     if not later.size:
         return {}
     nums = np.array([run.steps[i].num for i in rows], dtype=np.uint32)
+    if cluster is not None:  # (a flood's copies, one cluster: every pair dropped at once)
+        label = np.array([cluster.get(n, n) for n in nums.tolist()], dtype=np.int64)
+        other = np.flatnonzero(label[later] != label[earlier])
+        later, earlier = later[other], earlier[other]
+        if not later.size:
+            return {}
     order = np.argsort(later, kind="stable")
     later, ids = later[order], nums[earlier[order]]
     starts = np.flatnonzero(np.diff(later, prepend=-1)).tolist()
