@@ -530,7 +530,7 @@ class RedisGateway:
             pipe.script(self._union, keys, args)
             replies = pipe.execute()
             reply = replies[-1]
-            names = dict(zip(wanted, map(cluster_name, wanted, replies[first:-1]), strict=True))
+            names = self._named(wanted, replies[first:-1])
         out, done = unionfind.union_replies(groups, reply)
         self._known.learn_unions(done)
         return Unions(out, names)
@@ -559,19 +559,27 @@ class RedisGateway:
         reply = PageReply.of(self._page(keys=keys, args=[doc_id, at, limit, page_steps(limit)]))
         wanted = list(dict.fromkeys([*reply.nums, reply.root])) if reply.state == 1 else []
         stored = dict(zip(wanted, self._stored(wanted) if wanted else [], strict=True))
-        return page_of(doc_id, cursor is None, reply, stored)
+        name = self._named([reply.root], [stored[reply.root]])[reply.root] if wanted else ""
+        return page_of(doc_id, cursor is None, reply, stored, name)
 
     def cluster_names(self, roots: Sequence[int], known: Mapping[int, str]) -> list[str]:
-        """A cluster is named by its root (oldest) document's id (from ``known``, else read); ``#n`` if that
-        document is gone."""
+        """A cluster is named by its root (oldest) document's id (from ``known``, else read); when that
+        document expired, by the id its node kept; ``#n`` when it was deleted."""
         missing = [n for n in dict.fromkeys(roots) if n not in known]
         read: dict[int, str] = {}
         if missing:
             pipe = self.client.pipeline(transaction=False)
             for n in missing:
                 pipe.get(self.record_key(n))
-            read = dict(zip(missing, map(cluster_name, missing, pipe.execute()), strict=True))
+            read = self._named(missing, pipe.execute())
         return [known[n] if n in known else read[n] for n in roots]
+
+    def _named(self, roots: Sequence[int], records: Sequence[bytes | None]) -> dict[int, str]:
+        """The names of clusters by their roots' stored ``records``; those of roots without one (expired or
+        deleted) from their gone-node entries, in one more exchange (record.cluster_name)."""
+        lost = [n for n, blob in zip(roots, records, strict=True) if blob is None]
+        gone = dict(zip(lost, self.client.hmget(self.keys.uf_gone, lost), strict=True)) if lost else {}
+        return {n: cluster_name(n, blob, gone.get(n)) for n, blob in zip(roots, records, strict=True)}
 
     def count(self, counts: Mapping[str, int]) -> None:
         """Add to the index's counters (``keys.counters``), in one round trip; zeros are left out."""

@@ -207,8 +207,9 @@ class Keys:
 
     @property
     def uf_gone(self) -> str:
-        """Hash: integer id of a deleted document whose union-find node stays because others still point to
-        it (a tombstone node) -> 1. It goes with its last child."""
+        """Hash: integer id of a deleted or expired document whose union-find node stays because others still
+        point to it (a tombstone node) -> ``1``, or for an expired root ``'=' + its document id`` (its cluster's
+        name: record.cluster_name). It goes with its last child."""
         return f"{self._ids_tag}:ufd"
 
     @property

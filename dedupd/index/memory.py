@@ -206,14 +206,17 @@ class MemoryGateway:
         at = checked_args(limit, cursor)
         reply = PageReply.of(scripts.cluster_page(self.store, doc_id, at, limit, page_steps(limit)))
         stored = {n: self.store.records.get(self.record_key(n)) for n in [*reply.nums, reply.root]}
-        return page_of(doc_id, cursor is None, reply, stored)
+        return page_of(doc_id, cursor is None, reply, stored, self._name(reply.root, stored[reply.root]))
 
     def cluster_names(self, roots: Sequence[int], known: Mapping[int, str]) -> list[str]:
-        """Each cluster's name: its root document's id (from ``known``, else read), ``#n`` when it is gone."""
-        read = {
-            n: cluster_name(n, self.store.records.get(self.record_key(n))) for n in roots if n not in known
-        }
+        """Each cluster's name: its root document's id (from ``known``, else read; the id its node kept when
+        it expired), ``#n`` when it was deleted."""
+        read = {n: self._name(n, self.store.records.get(self.record_key(n))) for n in roots if n not in known}
         return [known[n] if n in known else read[n] for n in roots]
+
+    def _name(self, root: int, record: bytes | None) -> str:
+        """The name of the cluster of ``root`` (its stored ``record``, else its gone-node entry)."""
+        return cluster_name(root, record, None if record else self.store.gone.get(root))
 
     # ----- writing -----
     def exchange(self) -> MemoryExchange:
@@ -297,7 +300,7 @@ class MemoryGateway:
             pipe.queue(partial(scripts.union_roots, self.store, self.bounds.representatives, groups))
             replies = pipe.execute()
             reply = replies[-1]
-            names = dict(zip(wanted, map(cluster_name, wanted, replies[first:-1]), strict=True))
+            names = {n: self._name(n, blob) for n, blob in zip(wanted, replies[first:-1], strict=True)}
         out, done = unionfind.union_replies(groups, reply)
         self._known.learn_unions(done)
         return Unions(out, names)

@@ -40,7 +40,7 @@ class MemoryStore:
     tombstone_expiry: dict[str, int] = field(default_factory=dict)  # Keys.tombstone_expiry (ms)
     parent: dict[int, int] = field(default_factory=dict)  # Keys.uf_parent
     children: dict[int, int] = field(default_factory=dict)  # Keys.uf_children
-    gone: set[int] = field(default_factory=set)  # Keys.uf_gone
+    gone: dict[int, str] = field(default_factory=dict)  # Keys.uf_gone: '1', or '=' + an expired root's id
     floor: int = 0  # Keys.uf_floor (unionfind.SET_FLOOR of a new index)
     ring: dict[int, tuple[int, int]] = field(default_factory=dict)  # Keys.uf_ring: (next, prev)
     ring_floor: int = 0  # Keys.uf_ring_floor (unionfind.SET_FLOOR of a new index)
@@ -392,9 +392,8 @@ class UnionFind:
                 s.children[p] = left
                 return
             s.children.pop(p, None)
-            if p not in s.gone:  # a live document's node: it stays
+            if s.gone.pop(p, None) is None:  # a live document's node: it stays
                 return
-            s.gone.discard(p)
             q = self.up(p)
             self.ring_leave(p)
             if q == p:
@@ -418,11 +417,12 @@ class UnionFind:
             self.set_parent(node, root)
         return root
 
-    def forget_node(self, n: int) -> None:
+    def forget_node(self, n: int, name: str | None = None) -> None:
+        """A deleted (or, with its ``name``, expired) document's node; a root that stays keeps the name."""
         if not self.counted(n):
             return
         if self.has_children(n):
-            self.s.gone.add(n)
+            self.s.gone[n] = f"={name}" if name is not None and self.up(n) == n else "1"
             return
         p = self.up(n)
         self.ring_leave(n)
@@ -705,7 +705,7 @@ def expire_finish(store: MemoryStore, deadline: int, done: Sequence[tuple[int, s
             if store.ids.get(doc_id) == n:
                 del store.ids[doc_id]
                 reps.drop(_walk(store.parent, n)[0], n)
-                uf.forget_node(n)
+                uf.forget_node(n, doc_id)
             expired += 1
         elif what == "k":
             store.touched.setdefault(n, now)

@@ -1,12 +1,14 @@
 -- expire_finish: the end of a claim (retention.py), once the records and buckets of its documents were dealt
 -- with: an expired document leaves as a delete does (forget_ids.lua: its id, its union-find node and ring
--- place, its cluster's representatives) but leaves no tombstone; a document whose record changed since the
--- claim read it (an update came first) goes back to TOUCHED; one with no record is let go. Only documents
--- still claimed with this deadline are done (a claim taken over after it lapsed is the other daemon's).
+-- place, its cluster's representatives) but leaves no tombstone, and a root whose node stays (it links live
+-- members) keeps its id in its gone-node entry: its cluster's name stays (unionfind.py); a document whose
+-- record changed since the claim read it (an update came first) goes back to TOUCHED; one with no record is
+-- let go. Only documents still claimed with this deadline are done (a claim taken over after it lapsed is the
+-- other daemon's).
 --
 -- KEYS[1] UF: the union-find parent hash (keys.uf_parent)
 -- KEYS[2] KIDS: the children counts (keys.uf_children)
--- KEYS[3] GONE: the deleted documents' nodes that stay (keys.uf_gone)
+-- KEYS[3] GONE: the deleted and expired documents' nodes that stay (keys.uf_gone)
 -- KEYS[4] FLOOR: the highest integer id whose children are not counted (keys.uf_floor)
 -- KEYS[5] RING: the rings of the clusters' nodes (keys.uf_ring)
 -- KEYS[6] FWD: the id map, document id -> integer id (keys.id_forward)
@@ -34,7 +36,7 @@ for i = 2, #ARGV, 3 do
       if redis.call('HGET', FWD, id) == n then
         redis.call('HDEL', FWD, id)
         reps_drop((walk(n)), n)
-        forget_node(n)
+        forget_node(n, id)  -- (a root that stays keeps naming its cluster)
       end
       expired = expired + 1
     elseif outcome == 'k' then
