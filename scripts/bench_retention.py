@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         figures["rate"] = {k: n / v for k, v in spent.items()}
         figures["rate_ratio"] = figures["rate"]["window"] / figures["rate"]["none"]
         figures["indexed"] = {k: int(s.client.hlen(K.id_forward)) for k, s in servers.items()}
-        figures["expired"] = int(rw.client.hget(K.counters, "expired") or 0)
+        figures["expired"] = int(rw.client.get(K.expired_count) or 0)
         figures["truth"] = verdicts(rw.client, truth, w)
         figures["truth_none"] = verdicts(rn.client, truth, w)["pairs"]
         for d in daemons.values():

@@ -370,7 +370,8 @@ class Daemon:
             return
         s = self.settings
         try:
-            done = expire_step(self.gateway, max(STEP_LIMIT, s.batch_size), s.claim_idle_ms)
+            limit = max(STEP_LIMIT, s.batch_size)
+            done = expire_step(self.gateway, limit, s.claim_idle_ms, self.stream.inflight)
         except Exception as exc:
             self._exit_if_asked()
             if _not_the_entry(exc):

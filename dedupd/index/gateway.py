@@ -610,11 +610,12 @@ class RedisGateway:
             self._note(keys=keys, args=argv.expire_note(deadline, notes))
 
     def finish_expiry(self, deadline: int, done: Sequence[tuple[int, str, str]]) -> int:
-        """scripts/expire_finish.lua; the expired documents' roots known to this process are forgotten."""
+        """scripts/expire_finish.lua (it counts the documents expired); the expired documents' roots known to
+        this process are forgotten."""
         if not done:
             return 0
         k = self.keys
-        keys = [*self._uf, k.id_forward, k.uf_reps, k.touched, k.expiring, k.expiring_ids]
+        keys = [*self._uf, k.id_forward, k.uf_reps, k.touched, k.expiring, k.expiring_ids, k.expired_count]
         expired = int(self._finish(keys=keys, args=argv.expire_finish(deadline, done)))
         self._drop_deficits([num for num, _, _ in done])
         self._known.forget(num for num, _, _ in done)

@@ -52,6 +52,7 @@ class MemoryStore:
     touched: dict[int, int] = field(default_factory=dict)  # Keys.touched: n -> ms
     expiring: dict[int, int] = field(default_factory=dict)  # Keys.expiring: n -> when the claim lapses (ms)
     expiring_ids: dict[int, str] = field(default_factory=dict)  # Keys.expiring_ids
+    expired: int = 0  # Keys.expired_count
 
 
 def _sid(s: str) -> tuple[int, int]:
@@ -694,7 +695,8 @@ def expire_note(store: MemoryStore, deadline: int, notes: Sequence[tuple[int, st
 
 def expire_finish(store: MemoryStore, deadline: int, done: Sequence[tuple[int, str, str]], now: int) -> int:
     """scripts/expire_finish.lua: per (n, doc id, outcome) still claimed with ``deadline``: 'x' forgets the
-    id, node and representatives (no tombstone), 'k' goes back to the touch set; the claim ends."""
+    id, node and representatives (no tombstone), 'k' goes back to the touch set; the claim ends. Counts the
+    documents expired."""
     uf = UnionFind(store)
     reps = Representatives(store, 0)
     expired = 0
@@ -714,4 +716,5 @@ def expire_finish(store: MemoryStore, deadline: int, done: Sequence[tuple[int, s
     uf.flush_children()
     uf.flush_ring()
     reps.flush()
+    store.expired += expired
     return expired

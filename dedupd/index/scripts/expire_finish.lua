@@ -16,13 +16,14 @@
 -- KEYS[8] TOUCHED: when each document was last touched (keys.touched)
 -- KEYS[9] EXPIRING: the documents being expired (keys.expiring)
 -- KEYS[10] EXPIDS: the document ids noted for them (keys.expiring_ids)
+-- KEYS[11] EXPIRED: how many documents expired so far (keys.expired_count): counted here
 -- ARGV[1] deadline: the claim's deadline (expire_claim.lua)
 -- ARGV[2..] done: triples (integer id, document id, outcome): 'x' expired (its record is gone), 'k' kept
 --   (its record changed since read), '-' no record and no id known
 --
 -- Returns how many documents expired.
 local UF, KIDS, GONE, FLOOR, RING = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local FWD, REPS, TOUCHED, EXPIRING, EXPIDS = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local FWD, REPS, TOUCHED, EXPIRING, EXPIDS, EXPIRED = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local deadline = tonumber(ARGV[1])
 local CAP = 0  -- (an expiry counts no match)
 --#include _uf_writes
@@ -53,4 +54,5 @@ end
 flush_children()
 flush_ring()
 flush_reps()
+if expired > 0 then redis.call('INCRBY', EXPIRED, expired) end
 return expired
