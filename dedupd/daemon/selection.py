@@ -23,6 +23,7 @@ from dedupd.similarity.bounds import (
     BATCH_NEIGHBOURS,
     VERIFIED_PER_CLUSTER,
     SharedEntries,
+    batch_roots,
     earlier_clusters,
     nearest_earlier,
     predecessors,
@@ -165,22 +166,47 @@ def look_further(gw: Gateway, run: Run, batch: BatchEntries, checked: Checked, g
     verified; and of those that matched two or more clusters (:func:`hubs`) the nearest ``max_clusters``
     (at least as many) and the first. The nearest one of a band can be under the threshold and the duplicate
     behind it (copies of a story edited apart); a hub's other clusters are behind the ones it saw (the
-    spokes of one stem, each its own cluster, share its bands). What is verified of them stays bounded by
+    spokes of one stem, each its own cluster, share its bands); and the others that matched look
+    ``bucket_members`` deep at the documents of other clusters than theirs (a module's package among a
+    family's dozens in one batch; a flood's copies, one cluster, look at none). What is verified of them stays bounded by
     matching.verify_reads (bounds.pick_many)."""
     lone = {i for i, key in checked.key_of.items() if run.steps[i].writes and key not in got.matches}
     hub = hubs(gw, run, checked, got)
     bounds = gw.bounds
-    looks = [(lone, bounds.bucket_members), (hub, max(bounds.bucket_members, bounds.max_clusters))]
+    rest = {i for i, key in checked.key_of.items() if run.steps[i].writes and key in got.matches} - hub
+    looks = [
+        (lone, bounds.bucket_members, False),
+        (hub, max(bounds.bucket_members, bounds.max_clusters), False),
+        (rest, bounds.bucket_members, True),
+    ]
     reads: Reads = {}
-    for writers, depth in looks:
+    root: dict[int, int] | None = None
+    for writers, depth, other_clusters in looks:
         if not writers:
             continue
+        if other_clusters:  # a document that matched looks at the batch's other clusters only
+            root = root or _batch_roots(run, checked, got)
         for i, ids in batch_neighbours(gw, run, batch, depth, writers).items():
             num = run.steps[i].num
             seen = got.candidates.get(num, _NO_IDS_SET)
-            if fresh := [n for n in ids.tolist() if n not in seen]:
+            fresh = [n for n in ids.tolist() if n not in seen]
+            if other_clusters and root is not None:
+                own = root.get(num, num)
+                fresh = [n for n in fresh if root.get(n, n) != own]
+            if fresh:
                 reads[num] = (np.array(fresh, dtype=np.uint32), num)
     return reads
+
+
+def _batch_roots(run: Run, checked: Checked, got: Verification) -> dict[int, int]:
+    """The cluster of each document of the run and of its matches once the run's matches are united
+    (bounds.batch_roots, over the roots read before the run)."""
+    groups = [
+        (key, [m.num for m in got.matches.get(key, ())])
+        for i, key in sorted(checked.key_of.items())
+        if run.steps[i].writes
+    ]
+    return batch_roots(groups, got.roots)
 
 
 def hubs(gw: Gateway, run: Run, checked: Checked, got: Verification) -> set[int]:

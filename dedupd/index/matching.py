@@ -131,20 +131,33 @@ def choose_candidates(
 
 
 def further_candidates(got: Verification, limit: int) -> dict[int, set[int]]:
-    """By key, the candidates not yet verified of the clusters none of whose verified candidates matched
-    (best-ranked first, at most ``limit`` verified in all per key)."""
+    """By key, the candidates not yet verified of the clusters none of whose verified candidates matched,
+    at most ``limit`` verified in all per key; a key that nearly matched such a cluster (near_miss.py) verifies
+    up to ``limit`` more however many it verified, the nearly matched clusters' next ones first (nearest first,
+    best-ranked first within), then the others: a member above the threshold in a large cluster of documents
+    just below it is seldom among its cluster's best-ranked few."""
     out: dict[int, set[int]] = {}
     root = got.roots.get
     for k, ids in got.read.items():
         picked = got.candidates.get(k, set())
-        if len(picked) == len(ids) or len(picked) >= limit:
+        if len(picked) == len(ids):
             continue
         matched = {root(m.num, m.num) for m in got.matches.get(k, ())}
         if matched and matched.issuperset(map(root, ids, ids)):  # (a flood's copy: one cluster, matched)
             continue
-        rest = [n for n in ids if n not in picked and root(n, n) not in matched]
+        nearest: dict[int, float] = {}
+        for n, sim in got.near.get(k, {}).items():
+            if (r := got.roots.get(n, n)) not in matched:
+                nearest[r] = max(nearest.get(r, 0.0), sim)
+        budget = limit if nearest else limit - len(picked)
+        if budget <= 0:
+            continue
+        rest = [n for n in ids if n not in picked and root(n, n) not in matched]  # (ranked)
+        if nearest:
+            closeness = {n: nearest.get(got.roots.get(n, n), -1.0) for n in rest}
+            rest.sort(key=lambda n: -closeness[n])  # (stable: ranked within)
         if rest:
-            out[k] = set(rest[: limit - len(picked)])
+            out[k] = set(rest[:budget])
     return out
 
 

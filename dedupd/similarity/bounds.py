@@ -352,6 +352,27 @@ def earlier_clusters(
     return out
 
 
+def batch_roots(groups: Sequence[tuple[int, Sequence[int]]], root_of: dict[int, int]) -> dict[int, int]:
+    """For each (document, its matches) of a batch, the unions applied (as :func:`earlier_clusters` does): the
+    root of every document and match named, once all are applied (one absent: its own root).
+
+    >>> sorted(batch_roots([(10, [3, 4]), (11, [10, 5]), (12, [])], {3: 1, 4: 1, 5: 5}).items())
+    [(1, 1), (3, 1), (4, 1), (5, 1), (10, 1), (11, 1), (12, 12)]
+    """
+    parent: dict[int, int] = {}
+    for num, matches in groups:
+        ends = {_find(parent, num), *(_find(parent, root_of.get(m, m)) for m in matches)}
+        top = min(ends)
+        for r in ends:
+            parent[r] = top
+    out = {r: _find(parent, r) for r in list(parent)}
+    for num, matches in groups:
+        out[num] = _find(parent, num)
+        for m in matches:
+            out[m] = _find(parent, root_of.get(m, m))
+    return out
+
+
 def merged_roots(groups: Sequence[tuple[int, int, Sequence[int]]]) -> dict[int, int]:
     """The cluster root after a batch's unions (document, its root after its union, the roots it merged;
     in batch order) of each document and each root it merged.
