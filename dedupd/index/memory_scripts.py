@@ -161,9 +161,7 @@ class BucketsCall:
             if not bucket:  # (Redis deletes an empty hash)
                 del self.store.buckets[key]
         old = self.before.get((key, at))
-        if old is None:
-            self.before[(key, at)] = len(rest)
-        elif pos < old:
+        if old is not None and pos < old:  # (a bucket no JOIN read yet: the JOIN takes its length then)
             self.before[(key, at)] = old - 1
 
 
