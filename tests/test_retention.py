@@ -304,3 +304,25 @@ def test_a_document_whose_entry_is_unacknowledged_is_not_expired_and_brought_bac
     assert int(r.get(K.id_seq) or 0) == 4  # x was not created again
     assert int(r.get(K.expired_count) or 0) == 2 and r.zcard(K.touched) == 2
     assert r.hexists(K.id_forward, "x") and r.hexists(K.id_forward, "o2")
+
+
+def test_with_overlapping_batches_the_steps_run_in_the_background_and_are_all_accounted_for(
+    r: redis.Redis, redis_url: str
+) -> None:
+    """As `dedupd serve` runs (overlap_batches): each batch's step runs beside the next batch's start; what
+    each did is counted before the next one starts, and when the daemon settles."""
+    rng = random.Random(7)
+    daemon = make_daemon(redis_url, max_documents=20, batch_size=10)
+    assert daemon.overlaps
+    push(r, [{"id": f"d{i}", "text": text(rng)} for i in range(100)])
+    background = 0
+    for _ in range(1000):
+        if daemon.iteration(overlap=True) is None:
+            break
+        background += daemon.expiry._running is not None
+    daemon.settle()
+    daemon.settle_expiry()
+    assert background > 0 and daemon.expiry._running is None
+    settle_expiry(daemon)
+    assert r.zcard(K.touched) == 20 and r.hlen(K.id_forward) == 20
+    assert daemon.totals["expired"] == 80 == int(r.get(K.expired_count) or 0)

@@ -43,7 +43,7 @@ from dedupd.index.docstate import DocState, states_of
 from dedupd.index.keys import Keys, Meta
 from dedupd.index.known_roots import KnownRoots
 from dedupd.index.protocol import APPLY_CHUNK, NO_IDS, Applied, Emitted, Exchange, Packed, RecordsRead, Unions
-from dedupd.index.record import Record, cluster_name
+from dedupd.index.record import Record, cluster_name, decode_records
 from dedupd.index.record_cache import DecodedRecords
 from dedupd.index.retention import Claim
 from dedupd.server.connection import RedisClient, ScriptPipeline, is_cluster
@@ -232,6 +232,11 @@ class RedisGateway:
     def load_records(self, nums: Iterable[int]) -> dict[int, Record | None]:
         """Fetch document records in one pipelined exchange."""
         return self.read_records(nums).records
+
+    def load_leaving(self, nums: Sequence[int]) -> dict[int, Record | None]:
+        """The records of documents about to leave, in one exchange, not kept in the decode cache."""
+        wanted = list(dict.fromkeys(nums))
+        return decode_records(wanted, self._stored(wanted), self.fingerprinter) if wanted else {}
 
     def read_records(
         self, nums: Iterable[int], ahead: Sequence[int] = (), held: Mapping[int, bytes | None] | None = None
@@ -616,15 +621,19 @@ class RedisGateway:
             return 0
         k = self.keys
         keys = [*self._uf, k.id_forward, k.uf_reps, k.touched, k.expiring, k.expiring_ids, k.expired_count]
-        expired = int(self._finish(keys=keys, args=argv.expire_finish(deadline, done)))
-        self._drop_deficits([num for num, _, _ in done])
+        pipe = self.exchange()
+        pipe.script(self._finish, keys, argv.expire_finish(deadline, done))
+        self._drop_deficits([num for num, _, _ in done], pipe)  # (in the same exchange)
+        expired = int(pipe.execute()[0])
         self._known.forget(num for num, _, _ in done)
         return expired
 
-    def _drop_deficits(self, nums: Sequence[int]) -> None:
-        """Forget the deficits (lua.DISPLACE: single Redis only) of documents deleted or expired."""
+    def _drop_deficits(self, nums: Sequence[int], pipe: ScriptPipeline | None = None) -> None:
+        """Forget the deficits (lua.DISPLACE: single Redis only) of documents deleted or expired (queued in
+        ``pipe`` when given)."""
         if not self.cluster and (nums := [n for n in nums if n]):
-            self.client.hdel(self.keys.deficits(self.generation), *(n.to_bytes(4, "little") for n in nums))
+            fields = [n.to_bytes(4, "little") for n in nums]
+            (self.client if pipe is None else pipe).hdel(self.keys.deficits(self.generation), *fields)
 
     # ----- key names -----
     def _names(self, band_of: npt.NDArray[np.int64], shard_of: npt.NDArray[np.int64]) -> list[str]:

@@ -47,7 +47,7 @@ from dedupd.index.protocol import (
     RecordsRead,
     Unions,
 )
-from dedupd.index.record import Record, cluster_name
+from dedupd.index.record import Record, cluster_name, decode_records
 from dedupd.index.record_cache import DecodedRecords
 from dedupd.index.retention import Claim
 from dedupd.similarity.bounds import ANCHORS_KEPT, FRESH_PER_CALL, KEPT_PER_CLUSTER, NEWEST_KEPT, Bounds
@@ -152,6 +152,12 @@ class MemoryGateway:
     def load_records(self, nums: Iterable[int]) -> dict[int, Record | None]:
         """The records of ``nums``."""
         return self.read_records(nums).records
+
+    def load_leaving(self, nums: Sequence[int]) -> dict[int, Record | None]:
+        """The records of documents about to leave, not kept in the decode cache (RedisGateway.load_leaving)."""
+        wanted = list(dict.fromkeys(nums))
+        blobs = [self.store.records.get(self.record_key(n)) for n in wanted]
+        return decode_records(wanted, blobs, self.fingerprinter) if wanted else {}
 
     def read_records(
         self, nums: Iterable[int], ahead: Sequence[int] = (), held: Mapping[int, bytes | None] | None = None
