@@ -490,3 +490,55 @@ def test_a_window_on_the_cluster_gives_the_verdicts_of_a_single_redis(
     assert single["once_named"] and not single["once_indexed"]
     assert int(rc.get(keys.expired_count) or 0) == len(docs) - window == int(r.get(keys.expired_count) or 0)
     assert rc.hlen(keys.id_forward) == window and not rc.exists(keys.expiring)
+
+
+def test_an_expiry_step_killed_between_the_bucket_leave_and_the_record_delete_leaves_nothing(
+    rc: Any, cluster: Cluster
+) -> None:
+    """On a Redis Cluster a record and its buckets live in other slots: an expiry step leaves the buckets
+    first and deletes the record after (cluster_records.py: settle). A step that dies in between (here: the
+    settle raises) leaves its claim; the step that takes it over finds the records still there, leaves the
+    buckets again (nothing) and deletes them: no expired document is left in any bucket."""
+    import random
+
+    from helpers import drain
+
+    from dedupd.daemon.expiry import expire_step
+    from dedupd.daemon.loop import Daemon
+    from dedupd.index.cluster_records import ClusterRecords
+    from dedupd.settings import load_settings
+
+    keys = Keys()
+    settings = load_settings(redis_url=cluster.url, redis_cluster=True, max_documents=10, block_ms=50)
+    daemon = Daemon(settings)
+    rng = random.Random(8)
+    push_corpus(rc, [{"id": f"d{i}", "text": text(rng, 40)} for i in range(30)])
+    daemon.expire_timer.due = lambda: False  # type: ignore[method-assign]
+    real = daemon._expire
+    daemon._expire = lambda background=False: None  # type: ignore[method-assign]
+    drain(daemon)
+    daemon._expire = real  # type: ignore[method-assign]
+    gw = daemon.gateway
+    gone = [int(n) for n, _ in rc.zrange(keys.touched, 0, 19, withscores=True)]
+    settle = ClusterRecords.settle
+
+    def dies(self: ClusterRecords, *args: Any) -> None:
+        raise redis.ConnectionError("killed between the bucket leave and the record delete")
+
+    ClusterRecords.settle = dies  # type: ignore[method-assign]
+    try:
+        with pytest.raises(redis.ConnectionError):
+            expire_step(gw, 100, 0)  # its claim lapses at once
+    finally:
+        ClusterRecords.settle = settle  # type: ignore[method-assign]
+    assert all(rc.exists(keys.doc(n, gw.generation)) for n in gone)  # left, not deleted
+    done = expire_step(gw, 100, 60_000)  # another step takes the claim over
+    assert (done.expired, done.backlog) == (20, 0)
+    assert not any(rc.exists(keys.doc(n, gw.generation)) for n in gone)
+    members = {m for key in rc.scan_iter(match=f"{keys.prefix}:b:*") for v in rc.hvals(key) for m in _ids(v)}
+    assert members and not members & set(gone)
+    assert int(rc.get(keys.expired_count) or 0) == 20 and rc.hlen(keys.id_forward) == 10
+
+
+def _ids(packed: bytes) -> list[int]:
+    return [int.from_bytes(packed[i : i + 4], "little") for i in range(0, len(packed), 4)]
