@@ -260,8 +260,13 @@ def claim_breaks(shape: str, sets: Sequence[frozenset[int]], t: Fraction) -> lis
     return out
 
 
-def _family(rng: random.Random, shape: str, index: int, size: int, t: Fraction) -> Family:
-    """One family of ``size`` documents whose shingle sets hold the shape's claim."""
+def family(rng: random.Random, shape: str, index: int, size: int, t: Fraction) -> Family:
+    """One family of ``size`` documents whose shingle sets hold the shape's claim (its id tag the shape and
+    ``index``), drawn from ``rng``.
+
+    Raises:
+        RuntimeError: no draw held the claim (word collisions, never seen).
+    """
     for _ in range(ATTEMPTS):
         texts = MAKERS[shape](rng, t, size)
         if not claim_breaks(shape, shingle_sets([text for _, text in texts]), t):
@@ -295,7 +300,7 @@ def generate(shape: str, docs: int, seed: int = 28, threshold: Fraction | str = 
     left = docs
     while left >= lo:
         size = min(rng.randint(lo, hi), left)
-        out.append(_family(rng, shape, len(out), size, t))
+        out.append(family(rng, shape, len(out), size, t))
         left -= size
     for i in range(left):
         text = _text(_words(rng, rng.randint(8, 80)))

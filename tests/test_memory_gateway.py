@@ -440,8 +440,17 @@ def case_crowded_out(ix: Index) -> None:
 
     ix.run([{"id": f"n{i:02}", "text": edited(10)} for i in range(60)], batch=16)
     crowded = ix.buckets()
-    ix.run([{"id": "V", "text": " ".join(v)}])
+    displace = ix.gw.displace
+    ix.gw.displace = lambda exchange, pl: None  # type: ignore[method-assign]  # (a daemon killed before it)
+    raw = ix.run([{"id": "V", "text": " ".join(v)}])
     V = ix.num("V")
+    unplaced = sum(V in m for m in ix.buckets().values())
+    ix.gw.displace = displace  # type: ignore[method-assign]
+    ix.process(raw, {raw[0][0]: 2})  # redelivered: its full buckets are reported again and it takes places
+    assert sum(V in m for m in ix.buckets().values()) > unplaced
+    placed = {k: v for k, v in ix.snapshot().items() if k != "counters"}
+    ix.process(raw, {raw[0][0]: 3})  # again: nothing more taken, no deficit counted twice
+    assert {k: v for k, v in ix.snapshot().items() if k != "counters"} == placed
     held = {b: m for b, m in ix.buckets().items() if V in m}
     bands = ix.gw.spec.bands
     assert len(held) > bands // 2 and all(len(m) <= 4 for m in ix.buckets().values())

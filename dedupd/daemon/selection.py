@@ -186,6 +186,8 @@ def look_further(gw: Gateway, run: Run, batch: BatchEntries, checked: Checked, g
             continue
         if other_clusters:  # a document that matched looks at the batch's other clusters only
             root = root or _batch_roots(run, checked, got)
+            if len({root.get(run.steps[i].num, run.steps[i].num) for i in batch.rows}) < 2:
+                continue  # (one cluster: a flood's copies; nothing else to look at)
         for i, ids in batch_neighbours(gw, run, batch, depth, writers).items():
             num = run.steps[i].num
             seen = got.candidates.get(num, _NO_IDS_SET)

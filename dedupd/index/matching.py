@@ -132,10 +132,11 @@ def choose_candidates(
 
 def further_candidates(got: Verification, limit: int) -> dict[int, set[int]]:
     """By key, the candidates not yet verified of the clusters none of whose verified candidates matched,
-    at most ``limit`` verified in all per key; a key that nearly matched such a cluster (near_miss.py) verifies
-    up to ``limit`` more however many it verified, the nearly matched clusters' next ones first (nearest first,
-    best-ranked first within), then the others: a member above the threshold in a large cluster of documents
-    just below it is seldom among its cluster's best-ranked few."""
+    at most ``limit`` verified in all per key; and of the clusters a key nearly matched (near_miss.py), up to
+    ``limit`` more members however many it verified (nearest cluster first, best-ranked first within): a member
+    above the threshold in a large cluster of documents just below it is seldom among its cluster's
+    best-ranked few. (A batch's own documents are their own clusters until united: a flood's copies have no
+    further members to verify.)"""
     out: dict[int, set[int]] = {}
     root = got.roots.get
     for k, ids in got.read.items():
@@ -149,15 +150,15 @@ def further_candidates(got: Verification, limit: int) -> dict[int, set[int]]:
         for n, sim in got.near.get(k, {}).items():
             if (r := got.roots.get(n, n)) not in matched:
                 nearest[r] = max(nearest.get(r, 0.0), sim)
-        budget = limit if nearest else limit - len(picked)
-        if budget <= 0:
-            continue
         rest = [n for n in ids if n not in picked and root(n, n) not in matched]  # (ranked)
-        if nearest:
-            closeness = {n: nearest.get(got.roots.get(n, n), -1.0) for n in rest}
-            rest.sort(key=lambda n: -closeness[n])  # (stable: ranked within)
-        if rest:
-            out[k] = set(rest[:budget])
+        chosen = [n for n in rest if got.roots.get(n, n) not in nearest][: max(0, limit - len(picked))]
+        if nearest:  # the nearly matched clusters' next members: up to ``limit`` more, nearest cluster first
+            near = [n for n in rest if got.roots.get(n, n) in nearest]
+            closeness = {n: nearest[got.roots.get(n, n)] for n in near}
+            near.sort(key=lambda n: -closeness[n])  # (stable: ranked within)
+            chosen += near[:limit]
+        if chosen:
+            out[k] = set(chosen)
     return out
 
 

@@ -129,7 +129,9 @@ class BucketsCall:
         )
         if refused:
             self.hits.append(j + REFUSED_BIT)
-        elif pos is None and join and len(v) >= self.full:  # full: not joined (lua.DISPLACE may put it in)
+        elif (
+            pos is None and len(v) >= self.full
+        ):  # full: not joined (lua.DISPLACE may put it in; a redelivery too)
             self.hits.append(j + FULL_BIT)
         elif len(v) >= self.crowd:
             self.hits.append(j)
@@ -253,11 +255,13 @@ def displace(store: MemoryStore, pl: Placements, full: int, deficits: str) -> in
         (pl.names[k], at, doc)
         for k, at, doc in zip(pl.key.tolist(), pl.field.tolist(), pl.doc.tolist(), strict=True)
     ]
-    for key, at, doc in rows:  # a document's deficit counts the rows it is kept out of
-        d.of(doc)
-        v = store.buckets.get(key, {}).get(at)
-        if v is not None and len(v) >= full and doc not in v:
-            d.add(doc, 1)
+    kept_out: dict[int, int] = {}
+    for key, at, doc in rows:  # a document's deficit is at least the rows it is kept out of (a redelivery:
+        v = store.buckets.get(key, {}).get(at)  # the same rows again, not counted twice)
+        kept_out[doc] = kept_out.get(doc, 0) + (v is not None and len(v) >= full and doc not in v)
+    for doc, k in kept_out.items():
+        if k > d.of(doc):
+            d.add(doc, k - d.of(doc))
     placed: set[tuple[str, int, int]] = set()
     n = 0
     for key, at, doc in rows:
@@ -267,7 +271,7 @@ def displace(store: MemoryStore, pl: Placements, full: int, deficits: str) -> in
             bucket[at] = [doc]
         elif doc not in v:
             fell = len(v) >= full
-            if fell and (give := _give_up(v, key, at, doc, d, placed)) is not None:
+            if len(v) == full and (give := _give_up(v, key, at, doc, d, placed)) is not None:
                 d.add(v.pop(give), 1)
                 n += 1
             if len(v) < full:

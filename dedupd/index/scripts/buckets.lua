@@ -100,7 +100,7 @@ for i = 1, #ops do
           local refused = not at and op == JOIN and #v < full and fresh > 0 and #v - old >= fresh
           if refused then
             n_hits = n_hits + 1; hits[n_hits] = j + REFUSED
-          elseif not at and op == JOIN and #v >= full then  -- full: not joined (lua.DISPLACE may put it in)
+          elseif not at and #v >= full then  -- full: not joined (lua.DISPLACE may put it in; a redelivery too)
             n_hits = n_hits + 1; hits[n_hits] = j + FULL
           elseif #v >= crowd then
             n_hits = n_hits + 1; hits[n_hits] = j

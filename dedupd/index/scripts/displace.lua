@@ -34,13 +34,16 @@ end
 local function pick(doc, field, n)  -- a position 1..n picked by the two ids
   return ((unpack4('<I4', doc) % 65521) * 65519 + unpack4('<I4', field) % 65521) % n + 1
 end
-if DEF then  -- a document's deficit counts the rows it is kept out of (as far as the stored one does not)
-  local last
+if DEF then  -- a document's deficit is at least the rows it is kept out of (a redelivery: the same rows
+  local kept_out, order = {}, {}  -- again, not counted twice)
   for at = 1, #fields, 4 do
     local doc = sub(docs, at, at + 3)
-    if doc ~= last then deficit_of(doc); last = doc end
+    if not kept_out[doc] then kept_out[doc] = 0; order[#order + 1] = doc end
     local v = call('HGET', KEYS[(unpack4('<I4', kidx, at))], sub(fields, at, at + 3))
-    if v and #v >= full and not find(v, doc) then deficit[doc] = deficit[doc] + 1; changed[doc] = true end
+    if v and #v >= full and not find(v, doc) then kept_out[doc] = kept_out[doc] + 1 end
+  end
+  for _, doc in ipairs(order) do
+    if kept_out[doc] > deficit_of(doc) then deficit[doc] = kept_out[doc]; changed[doc] = true end
   end
 end
 local placed, n = {}, 0  -- key .. field .. member -> true: put in by this call
@@ -51,7 +54,7 @@ for at = 1, #fields, 4 do
     call('HSET', key, field, doc)
   elseif not find(v, doc) then
     local fell = #v >= full
-    if fell then  -- give up one member's place (not one this call put in)
+    if #v == full then  -- give up one member's place (not one this call put in; an over-full one: none)
       local count, give = #v / 4, nil
       local start = pick(doc, field, count)
       local low = DEF and deficit[doc] - 1 or nil  -- (with deficits: only a member at least 2 below)
