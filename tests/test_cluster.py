@@ -425,3 +425,120 @@ def test_rebuild_alert_existing_on_a_redis_cluster(rc: Any, cluster: Cluster, tm
     assert res.returncode == 0, res.stderr
     got = [(a["id"], a["duplicate_of"], [m[0] for m in a["matches"]], a["by"]) for a in alerts(rc)[2:]]
     assert got == [("C", "A", ["A"], "rebuild"), ("E", "P", ["P", "X"], "rebuild")]
+
+
+def _windowed(
+    url: str,
+    client: Any,
+    docs: list[dict[str, str]],
+    keys: Keys,
+    tmp_path: Path,
+    name: str,
+    window: int,
+    cluster: bool,
+) -> None:
+    """``docs`` through one `dedupd serve` with a count window, one batch at a time (a Redis Cluster does not
+    overlap batches), until every entry is processed and nothing is past the window."""
+    push_corpus(client, docs)
+    extra = {"DEDUPD_REDIS_CLUSTER": "1"} if cluster else {}
+    daemon = Served(
+        url,
+        tmp_path / f"{name}.log",
+        "--batch-size",
+        "64",
+        DEDUPD_MAX_DOCUMENTS=str(window),
+        DEDUPD_OVERLAP_BATCHES="0",
+        **extra,
+    )
+
+    def done() -> bool:
+        return _drained(client, len(docs)) and client.zcard(keys.touched) == window
+
+    wait_for(done, 240, f"{name}: every entry processed and expired", poll=0.1)
+    assert daemon.stop() == 0, daemon.stderr
+    assert "Traceback" not in daemon.stderr, daemon.stderr
+
+
+def test_a_window_on_the_cluster_gives_the_verdicts_of_a_single_redis(
+    rc: Any, cluster: Cluster, r: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    """bench_retention.py's planted-pairs stream (3,000 documents, a window of 600, pairs at 0.1 to 2 W, a
+    text re-copied every 0.8 W and one copied once) through a count window on a single Redis and on the
+    cluster (expiry's scripts in the ids' slot, the records deleted and the buckets left per slot): the same
+    alerts, the same verdicts; every pair closer than the window alerted, none twice as far."""
+    from helpers import load_script
+
+    bench = load_script("bench_retention")
+    window = 600
+    docs, truth = bench.build_stream(3000, window, 40, 3, 5)
+    keys = Keys()
+    _windowed(redis_url, r, docs, keys, tmp_path, "single", window, cluster=False)
+    _windowed(cluster.url, rc, docs, keys, tmp_path, "cluster", window, cluster=True)
+    single, on_cluster = bench.verdicts(r, truth, window, keys), bench.verdicts(rc, truth, window, keys)
+    assert on_cluster == single
+
+    def key(a: dict[str, Any]) -> tuple[Any, ...]:
+        return (a["id"], a["duplicate_of"], a["similarity"], str(a["matches"]), a["cluster"])
+
+    assert sorted(map(key, alerts(rc))) == sorted(map(key, alerts(r)))
+    for row in single["pairs"].values():
+        if row["distance"] < window:
+            assert row["alerted"] == row["pairs"], single
+        elif row["distance"] >= 2 * window:
+            assert row["alerted"] == 0, single
+    assert single["kept_indexed"] and single["kept_named_by"] == single["kept_copies"] > 0
+    assert single["once_named"] and not single["once_indexed"]
+    assert int(rc.get(keys.expired_count) or 0) == len(docs) - window == int(r.get(keys.expired_count) or 0)
+    assert rc.hlen(keys.id_forward) == window and not rc.exists(keys.expiring)
+
+
+def test_an_expiry_step_killed_between_the_bucket_leave_and_the_record_delete_leaves_nothing(
+    rc: Any, cluster: Cluster
+) -> None:
+    """On a Redis Cluster a record and its buckets live in other slots: an expiry step leaves the buckets
+    first and deletes the record after (cluster_records.py: settle). A step that dies in between (here: the
+    settle raises) leaves its claim; the step that takes it over finds the records still there, leaves the
+    buckets again (nothing) and deletes them: no expired document is left in any bucket."""
+    import random
+
+    from helpers import drain
+
+    from dedupd.daemon.expiry import expire_step
+    from dedupd.daemon.loop import Daemon
+    from dedupd.index.cluster_records import ClusterRecords
+    from dedupd.settings import load_settings
+
+    keys = Keys()
+    settings = load_settings(redis_url=cluster.url, redis_cluster=True, max_documents=10, block_ms=50)
+    daemon = Daemon(settings)
+    rng = random.Random(8)
+    push_corpus(rc, [{"id": f"d{i}", "text": text(rng, 40)} for i in range(30)])
+    daemon.expire_timer.due = lambda: False  # type: ignore[method-assign]
+    real = daemon._expire
+    daemon._expire = lambda background=False: None  # type: ignore[method-assign]
+    drain(daemon)
+    daemon._expire = real  # type: ignore[method-assign]
+    gw = daemon.gateway
+    gone = [int(n) for n, _ in rc.zrange(keys.touched, 0, 19, withscores=True)]
+    settle = ClusterRecords.settle
+
+    def dies(self: ClusterRecords, *args: Any) -> None:
+        raise redis.ConnectionError("killed between the bucket leave and the record delete")
+
+    ClusterRecords.settle = dies  # type: ignore[method-assign]
+    try:
+        with pytest.raises(redis.ConnectionError):
+            expire_step(gw, 100, 0)  # its claim lapses at once
+    finally:
+        ClusterRecords.settle = settle  # type: ignore[method-assign]
+    assert all(rc.exists(keys.doc(n, gw.generation)) for n in gone)  # left, not deleted
+    done = expire_step(gw, 100, 60_000)  # another step takes the claim over
+    assert (done.expired, done.backlog) == (20, 0)
+    assert not any(rc.exists(keys.doc(n, gw.generation)) for n in gone)
+    members = {m for key in rc.scan_iter(match=f"{keys.prefix}:b:*") for v in rc.hvals(key) for m in _ids(v)}
+    assert members and not members & set(gone)
+    assert int(rc.get(keys.expired_count) or 0) == 20 and rc.hlen(keys.id_forward) == 10
+
+
+def _ids(packed: bytes) -> list[int]:
+    return [int.from_bytes(packed[i : i + 4], "little") for i in range(0, len(packed), 4)]

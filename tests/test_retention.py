@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from helpers import alerts, drain, make_daemon, push, text, variant
+from helpers import alerts, drain, make_daemon, pending, push, text, variant
 from procs import Served, check_exactly_once, counter, pairs_corpus, push_corpus, wait_for
 
 from dedupd.daemon.expiry import expire_step
@@ -152,7 +152,7 @@ def test_a_time_window_finds_a_document_within_it_and_never_one_past_it(
     drain(daemon)
     wait_until(lambda: not r.hexists(K.id_forward, "b"), lambda: daemon.iteration())
     assert not r.exists(K.touched) and len(r.keys("dedupd:doc:*")) == 0
-    assert int(r.hget(K.counters, "expired") or 0) == 2 and not r.exists(K.tombstones)
+    assert int(r.get(K.expired_count) or 0) == 2 and not r.exists(K.tombstones)
 
 
 def _copy_every(refresh: bool, redis_url: str, r: redis.Redis) -> tuple[bool, bool]:
@@ -259,7 +259,7 @@ def test_three_consumers_one_killed_during_expiry_lose_nothing_double_nothing_ex
     env = {"DEDUPD_MAX_DOCUMENTS": "800", "DEDUPD_CLAIM_IDLE_MS": "1000", "DEDUPD_BATCH_SIZE": "50"}
     daemons = [Served(redis_url, tmp_path / f"d{i}.log", "--consumer", f"c{i}", **env) for i in range(3)]
     inputs = push_corpus(r, docs)
-    wait_for(lambda: counter(r, "expired") > 0, 120, "expiry to begin")
+    wait_for(lambda: int(r.get(K.expired_count) or 0) > 0, 120, "expiry to begin")
     daemons[0].kill9()
     daemons.append(Served(redis_url, tmp_path / "d3.log", "--consumer", "c3", **env))
 
@@ -279,3 +279,50 @@ def test_three_consumers_one_killed_during_expiry_lose_nothing_double_nothing_ex
     assert r.hlen(K.id_forward) == 800 and len(r.keys("dedupd:doc:*")) == 800
     assert not r.exists(K.tombstones) and not r.exists(K.expiring_ids)
     assert all(r.hexists(K.id_forward, d["id"]) for d in docs[-700:])
+
+
+def test_a_document_whose_entry_is_unacknowledged_is_not_expired_and_brought_back_by_its_redelivery(
+    r: redis.Redis, redis_url: str
+) -> None:
+    """A consumer writes a document and dies before its acknowledgement; the window moves past the document
+    before another consumer claims the entry. Expired then, the document would come back as a new one when
+    the entry is delivered again (no tombstone: it looks new). Its entry in flight keeps it (the redelivery
+    touches it again, as any redelivery does), and the next document past the window goes instead: no id is
+    given twice, and exactly the window is left."""
+    rng = random.Random(6)
+    dead = make_daemon(redis_url, max_documents=2, consumer="dead")
+    push(r, [{"id": "x", "text": text(rng)}])
+    batch = dead.stream.read_new(10, 50)
+    dead.processor.process(batch, None)  # written, never acknowledged: the consumer died
+    assert r.hexists(K.id_forward, "x") and pending(r) == 1
+    live = make_daemon(redis_url, max_documents=2, consumer="live", claim_idle_ms=300)
+    push(r, [{"id": f"o{i}", "text": text(rng)} for i in range(3)])
+    drain(live)  # (each batch followed by an expiry step)
+    settle_expiry(live)
+    wait_until(lambda: pending(r) == 0, lambda: (live.iteration(), time.sleep(0.05)))  # x's entry claimed
+    settle_expiry(live)
+    assert int(r.get(K.id_seq) or 0) == 4  # x was not created again
+    assert int(r.get(K.expired_count) or 0) == 2 and r.zcard(K.touched) == 2
+    assert r.hexists(K.id_forward, "x") and r.hexists(K.id_forward, "o2")
+
+
+def test_with_overlapping_batches_the_steps_run_in_the_background_and_are_all_accounted_for(
+    r: redis.Redis, redis_url: str
+) -> None:
+    """As `dedupd serve` runs (overlap_batches): each batch's step runs beside the next batch's start; what
+    each did is counted before the next one starts, and when the daemon settles."""
+    rng = random.Random(7)
+    daemon = make_daemon(redis_url, max_documents=20, batch_size=10)
+    assert daemon.overlaps
+    push(r, [{"id": f"d{i}", "text": text(rng)} for i in range(100)])
+    background = 0
+    for _ in range(1000):
+        if daemon.iteration(overlap=True) is None:
+            break
+        background += daemon.expiry._running is not None
+    daemon.settle()
+    daemon.settle_expiry()
+    assert background > 0 and daemon.expiry._running is None
+    settle_expiry(daemon)
+    assert r.zcard(K.touched) == 20 and r.hlen(K.id_forward) == 20
+    assert daemon.totals["expired"] == 80 == int(r.get(K.expired_count) or 0)

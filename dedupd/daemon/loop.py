@@ -19,7 +19,8 @@ fingerprints and indexes the next batch (``start``), whose records and buckets a
 hand's evictions are (and its unions, when the next batch deletes documents). At most one batch is in that
 second half; a batch sharing a document with it, a claimed or recovered entry, waiting entries, a rebuild's
 switch or pause, and a stop all wait for it first. Off with ``wait_replicas`` (WAIT covers one connection's
-writes) and on a Redis Cluster.
+writes) and on a Redis Cluster. With a retention window the expiry step after a batch runs in a third thread
+(daemon/expiry.py: Steps) beside the next batch's start, and is accounted for before the next step.
 
 Bounded memory: the entries a daemon holds (a read, and the deferred ones) are at most ``batch_max_bytes``
 (stream.py reads bounded in bytes; an entry larger than ``max_entry_bytes`` arrives cut short and is
@@ -47,7 +48,7 @@ from dedupd.daemon.batch import BatchResult, RawEntry, Started
 from dedupd.daemon.dead_letters import dead_letter
 from dedupd.daemon.deferred import Deferred
 from dedupd.daemon.entries import PROCESSING_FAILED, entry_bytes
-from dedupd.daemon.expiry import STEP_LIMIT, expire_step
+from dedupd.daemon.expiry import STEP_LIMIT, Steps
 from dedupd.daemon.handoff import Handoff
 from dedupd.daemon.metrics import Metrics
 from dedupd.daemon.processor import Processor
@@ -59,6 +60,7 @@ from dedupd.index.docstate import sid
 from dedupd.index.gateway import RedisGateway, open_spec
 from dedupd.index.generations import Generations
 from dedupd.index.keys import GROUP, Heartbeat, Keys
+from dedupd.index.retention import Expired
 from dedupd.server.connection import (
     RETRYABLE,
     RedisClient,
@@ -141,6 +143,10 @@ class Daemon:
         self.prune_seen = Every(settings.seen_prune_s)
         self.totals = {"processed": 0, "alerts": 0, "dead": 0, "batches": 0, "expired": 0}
         self.expire_timer = Every(_EXPIRE_IDLE_S)
+        base = max(STEP_LIMIT, settings.batch_size)
+        self.expiry = Steps(
+            f"dedupd-expiry-{self.consumer}", base, settings.claim_idle_ms, self.stream.inflight
+        )
         self.rebuilding = False  # a rebuild runs: the expiry waits for it
         self.progress, self._reported = Every(_PROGRESS_S), (time.monotonic(), 0)
         self.metrics = Metrics()
@@ -244,9 +250,13 @@ class Daemon:
         return 0
 
     def _drain(self) -> None:
-        """Finish the batch in hand, if any; a Redis error leaves its entries pending (done again later)."""
+        """Finish the batch in hand, if any; a Redis error leaves its entries pending (done again later).
+        Then the expiry step in the background (a Redis error leaves its claim: taken over once it lapses)."""
         self._unless_transient(
             self.settle, "the last batch could not be finished (%s); its entries stay pending"
+        )
+        self._unless_transient(
+            self.settle_expiry, "the last expiry step could not be finished (%s); its claim lapses"
         )
 
     def _unless_transient(self, action: Callable[[], object], warning: str) -> None:
@@ -262,13 +272,14 @@ class Daemon:
 
     def _recover_after_error(self, exc: BaseException) -> None:
         """After a Redis error: read our own pending entries again; recreate a lost consumer group."""
-        try:  # the batch in hand first: its entries are read again with ours unless it ends now
-            self.settle()
-        except Exception as again:
-            self._exit_if_asked()
-            if not _not_the_entry(again):
-                raise
-            log.debug("the batch in hand failed too (%s)", again)
+        for settle, what in ((self.settle, "the batch in hand"), (self.settle_expiry, "the expiry step")):
+            try:  # the batch in hand first: its entries are read again with ours unless it ends now
+                settle()
+            except Exception as again:
+                self._exit_if_asked()
+                if not _not_the_entry(again):
+                    raise
+                log.debug("%s failed too (%s)", what, again)
         self.redelivery.recover()
         self.processor.gateway.forget_roots()  # (a server restarted without its data gives ids out again)
         if "NOGROUP" not in str(exc):
@@ -344,41 +355,56 @@ class Daemon:
             result = self.handle(batch, deliveries)
         else:
             result = settled
-        self._upkeep(result)
+        self._upkeep(result, overlap)
         if overlapping and result is None:
             return BatchResult()
         return result if result is None or result.ack or result.processed or result.dead else None
 
-    def _upkeep(self, result: BatchResult | None) -> None:
-        """After an iteration: an expiry step (a retention window: after a batch, or on a timer while idle),
-        the input stream's trim, the redelivery markers' pruning and the output streams' bounds, when due."""
+    def _upkeep(self, result: BatchResult | None, overlap: bool = False) -> None:
+        """After an iteration: an expiry step (a retention window: after a batch, or on a timer while idle; in
+        the background when batches overlap), the input stream's trim, the redelivery markers' pruning and
+        the output streams' bounds, when due."""
         if self.gateway.spec.windowed and (
             (result is not None and result.processed) or self.expire_timer.due()
         ):
-            self._expire()
+            self._expire(background=overlap)
         if self.settings.docs_retention_s is not None and self.trim.due():
             self.stream.trim(self.settings.docs_retention_s)
         if self.prune_seen.due():
             self._prune_seen()
             self._bound_outputs()
 
-    def _expire(self) -> None:
-        """One step of the retention window's expiry (daemon/expiry.py), unless a rebuild runs or a switch
-        pauses the daemons. A Redis error goes up (the loop retries); any other is logged, and the next step
-        takes the claim over once it lapses."""
+    def _expire(self, background: bool = False) -> None:
+        """One step of the retention window's expiry (daemon/expiry.py), after the one before is accounted
+        for, unless a rebuild runs or a switch pauses the daemons: here, or in the background (its outcome is
+        accounted for before the next step, or when the daemon settles: :meth:`settle_expiry`)."""
+        self.settle_expiry()
         if self.rebuilding or self.paused_for is not None:
             return
-        s = self.settings
+        gw = self.gateway  # (the generation it starts on, whatever comes next)
+        if background:
+            self.expiry.start(gw)
+        else:
+            self._account(lambda: self.expiry.run(gw))
+
+    def settle_expiry(self) -> None:
+        """Wait for the expiry step in the background, if any, and account for it."""
+        self._account(self.expiry.settle)
+
+    def _account(self, outcome: Callable[[], Expired | None]) -> None:
+        """Count what a step did. A Redis error goes up (the loop retries); any other is logged, and the next
+        step takes the claim over once it lapses."""
         try:
-            done = expire_step(self.gateway, max(STEP_LIMIT, s.batch_size), s.claim_idle_ms)
+            done = outcome()
         except Exception as exc:
             self._exit_if_asked()
             if _not_the_entry(exc):
                 raise
             log.exception("an expiry step failed; its claim is taken over after claim_idle_ms")
             return
-        self.totals["expired"] += done.expired
-        self.metrics.observe_expiry(done.expired, done.backlog, done.oldest_age_s)
+        if done is not None:
+            self.totals["expired"] += done.expired
+            self.metrics.observe_expiry(done.expired, done.backlog, done.oldest_age_s)
 
     def _watch_memory(self, servers: list[ServerMemory]) -> None:
         """One warning when the server's eviction policy turns evicting while serving (the daemon goes on:
@@ -540,10 +566,13 @@ class Daemon:
         """Follow a rebuild: switch to a new serving generation, and pause while a switch asks for it (the
         batch in hand is finished first, on the generation it started on)."""
         poll = self.generations.poll()
+        if poll.rebuilding and not self.rebuilding:
+            self.settle_expiry()  # (no step runs beside a rebuild that this daemon knows of)
         self.rebuilding = poll.rebuilding
         switching = poll.spec is not None and poll.gen != self.gateway.generation
         if switching or poll.paused_for != self.paused_for:
             self.settle()
+            self.settle_expiry()  # (a step runs on the generation it began on: it ends before a switch)
         if poll.spec is not None and poll.gen != self.gateway.generation:
             log.info(
                 "the index was rebuilt (generation %d: %s, bands=%d x rows=%d, threshold %.2f); following it",

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dedupd.errors import ConfigError, DedupdError
-from dedupd.index.record import cluster_name, record_doc_id
+from dedupd.index.record import record_doc_id
 
 PAGE_LIMIT = 1_000  # the most members a page lists: one script call (~4 ms of Redis at 1,000) and one read
 DEFAULT_LIMIT = 100  # members per page unless asked otherwise
@@ -90,7 +90,7 @@ class ClusterPage:
     """One page of the members of a document's cluster."""
 
     id: str  # the document asked about
-    cluster: str  # the cluster's name, as alerts show it (its first document's id; '#n' once that is deleted)
+    cluster: str  # its name, as alerts show it (its first document's id, kept if it expired; '#n' if deleted)
     members: tuple[str, ...]  # this page's members (the document itself first on the first page)
     next: str | None  # the cursor of the next page; None: this page is the last
     # False: the cluster began before dedupd kept members (an older index), and this page could not show
@@ -108,9 +108,12 @@ class ClusterPage:
         }
 
 
-def page_of(doc_id: str, first: bool, reply: PageReply, stored: Mapping[int, bytes | None]) -> ClusterPage:
+def page_of(
+    doc_id: str, first: bool, reply: PageReply, stored: Mapping[int, bytes | None], name: str
+) -> ClusterPage:
     """The page ``reply`` lists, with the members' ids from their ``stored`` records (read in the serving
-    generation: a member without one was deleted meanwhile, and is left out).
+    generation: a member without one was deleted meanwhile, and is left out), and the cluster's ``name``
+    (record.cluster_name of its root).
 
     Raises:
         NotIndexedError: the document is not in the index. CursorError: the page cannot go on.
@@ -128,7 +131,7 @@ def page_of(doc_id: str, first: bool, reply: PageReply, stored: Mapping[int, byt
     members = tuple(record_doc_id(blob) for blob in (stored.get(n) for n in reply.nums) if blob)
     return ClusterPage(
         doc_id,
-        cluster_name(reply.root, stored.get(reply.root)),
+        name,
         members,
         str(reply.at) if reply.at else None,
         reply.whole,

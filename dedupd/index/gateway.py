@@ -43,7 +43,7 @@ from dedupd.index.docstate import DocState, states_of
 from dedupd.index.keys import Keys, Meta
 from dedupd.index.known_roots import KnownRoots
 from dedupd.index.protocol import APPLY_CHUNK, NO_IDS, Applied, Emitted, Exchange, Packed, RecordsRead, Unions
-from dedupd.index.record import Record, cluster_name
+from dedupd.index.record import Record, cluster_name, decode_records
 from dedupd.index.record_cache import DecodedRecords
 from dedupd.index.retention import Claim
 from dedupd.server.connection import RedisClient, ScriptPipeline, is_cluster
@@ -232,6 +232,11 @@ class RedisGateway:
     def load_records(self, nums: Iterable[int]) -> dict[int, Record | None]:
         """Fetch document records in one pipelined exchange."""
         return self.read_records(nums).records
+
+    def load_leaving(self, nums: Sequence[int]) -> dict[int, Record | None]:
+        """The records of documents about to leave, in one exchange, not kept in the decode cache."""
+        wanted = list(dict.fromkeys(nums))
+        return decode_records(wanted, self._stored(wanted), self.fingerprinter) if wanted else {}
 
     def read_records(
         self, nums: Iterable[int], ahead: Sequence[int] = (), held: Mapping[int, bytes | None] | None = None
@@ -530,7 +535,7 @@ class RedisGateway:
             pipe.script(self._union, keys, args)
             replies = pipe.execute()
             reply = replies[-1]
-            names = dict(zip(wanted, map(cluster_name, wanted, replies[first:-1]), strict=True))
+            names = self._named(wanted, replies[first:-1])
         out, done = unionfind.union_replies(groups, reply)
         self._known.learn_unions(done)
         return Unions(out, names)
@@ -559,19 +564,27 @@ class RedisGateway:
         reply = PageReply.of(self._page(keys=keys, args=[doc_id, at, limit, page_steps(limit)]))
         wanted = list(dict.fromkeys([*reply.nums, reply.root])) if reply.state == 1 else []
         stored = dict(zip(wanted, self._stored(wanted) if wanted else [], strict=True))
-        return page_of(doc_id, cursor is None, reply, stored)
+        name = self._named([reply.root], [stored[reply.root]])[reply.root] if wanted else ""
+        return page_of(doc_id, cursor is None, reply, stored, name)
 
     def cluster_names(self, roots: Sequence[int], known: Mapping[int, str]) -> list[str]:
-        """A cluster is named by its root (oldest) document's id (from ``known``, else read); ``#n`` if that
-        document is gone."""
+        """A cluster is named by its root (oldest) document's id (from ``known``, else read); when that
+        document expired, by the id its node kept; ``#n`` when it was deleted."""
         missing = [n for n in dict.fromkeys(roots) if n not in known]
         read: dict[int, str] = {}
         if missing:
             pipe = self.client.pipeline(transaction=False)
             for n in missing:
                 pipe.get(self.record_key(n))
-            read = dict(zip(missing, map(cluster_name, missing, pipe.execute()), strict=True))
+            read = self._named(missing, pipe.execute())
         return [known[n] if n in known else read[n] for n in roots]
+
+    def _named(self, roots: Sequence[int], records: Sequence[bytes | None]) -> dict[int, str]:
+        """The names of clusters by their roots' stored ``records``; those of roots without one (expired or
+        deleted) from their gone-node entries, in one more exchange (record.cluster_name)."""
+        lost = [n for n, blob in zip(roots, records, strict=True) if blob is None]
+        gone = dict(zip(lost, self.client.hmget(self.keys.uf_gone, lost), strict=True)) if lost else {}
+        return {n: cluster_name(n, blob, gone.get(n)) for n, blob in zip(roots, records, strict=True)}
 
     def count(self, counts: Mapping[str, int]) -> None:
         """Add to the index's counters (``keys.counters``), in one round trip; zeros are left out."""
@@ -602,20 +615,25 @@ class RedisGateway:
             self._note(keys=keys, args=argv.expire_note(deadline, notes))
 
     def finish_expiry(self, deadline: int, done: Sequence[tuple[int, str, str]]) -> int:
-        """scripts/expire_finish.lua; the expired documents' roots known to this process are forgotten."""
+        """scripts/expire_finish.lua (it counts the documents expired); the expired documents' roots known to
+        this process are forgotten."""
         if not done:
             return 0
         k = self.keys
-        keys = [*self._uf, k.id_forward, k.uf_reps, k.touched, k.expiring, k.expiring_ids]
-        expired = int(self._finish(keys=keys, args=argv.expire_finish(deadline, done)))
-        self._drop_deficits([num for num, _, _ in done])
+        keys = [*self._uf, k.id_forward, k.uf_reps, k.touched, k.expiring, k.expiring_ids, k.expired_count]
+        pipe = self.exchange()
+        pipe.script(self._finish, keys, argv.expire_finish(deadline, done))
+        self._drop_deficits([num for num, _, _ in done], pipe)  # (in the same exchange)
+        expired = int(pipe.execute()[0])
         self._known.forget(num for num, _, _ in done)
         return expired
 
-    def _drop_deficits(self, nums: Sequence[int]) -> None:
-        """Forget the deficits (lua.DISPLACE: single Redis only) of documents deleted or expired."""
+    def _drop_deficits(self, nums: Sequence[int], pipe: ScriptPipeline | None = None) -> None:
+        """Forget the deficits (lua.DISPLACE: single Redis only) of documents deleted or expired (queued in
+        ``pipe`` when given)."""
         if not self.cluster and (nums := [n for n in nums if n]):
-            self.client.hdel(self.keys.deficits(self.generation), *(n.to_bytes(4, "little") for n in nums))
+            fields = [n.to_bytes(4, "little") for n in nums]
+            (self.client if pipe is None else pipe).hdel(self.keys.deficits(self.generation), *fields)
 
     # ----- key names -----
     def _names(self, band_of: npt.NDArray[np.int64], shard_of: npt.NDArray[np.int64]) -> list[str]:

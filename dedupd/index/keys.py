@@ -196,6 +196,12 @@ class Keys:
         return f"{self._ids_tag}:expid"
 
     @property
+    def expired_count(self) -> str:
+        """String: how many documents the retention window expired, counted by expire_finish.lua in the call
+        that forgets them (exact through crashes and lost replies; `dedupd stats` shows it)."""
+        return f"{self._ids_tag}:expired"
+
+    @property
     def uf_parent(self) -> str:
         """Hash: integer id -> parent integer id (union-find of duplicate clusters; a root has no entry)."""
         return f"{self._ids_tag}:uf"
@@ -207,8 +213,9 @@ class Keys:
 
     @property
     def uf_gone(self) -> str:
-        """Hash: integer id of a deleted document whose union-find node stays because others still point to
-        it (a tombstone node) -> 1. It goes with its last child."""
+        """Hash: integer id of a deleted or expired document whose union-find node stays because others still
+        point to it (a tombstone node) -> ``1``, or for an expired root ``'=' + its document id`` (its cluster's
+        name: record.cluster_name). It goes with its last child."""
         return f"{self._ids_tag}:ufd"
 
     @property

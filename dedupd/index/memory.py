@@ -47,7 +47,7 @@ from dedupd.index.protocol import (
     RecordsRead,
     Unions,
 )
-from dedupd.index.record import Record, cluster_name
+from dedupd.index.record import Record, cluster_name, decode_records
 from dedupd.index.record_cache import DecodedRecords
 from dedupd.index.retention import Claim
 from dedupd.similarity.bounds import ANCHORS_KEPT, FRESH_PER_CALL, KEPT_PER_CLUSTER, NEWEST_KEPT, Bounds
@@ -153,6 +153,12 @@ class MemoryGateway:
         """The records of ``nums``."""
         return self.read_records(nums).records
 
+    def load_leaving(self, nums: Sequence[int]) -> dict[int, Record | None]:
+        """The records of documents about to leave, not kept in the decode cache (RedisGateway.load_leaving)."""
+        wanted = list(dict.fromkeys(nums))
+        blobs = [self.store.records.get(self.record_key(n)) for n in wanted]
+        return decode_records(wanted, blobs, self.fingerprinter) if wanted else {}
+
     def read_records(
         self, nums: Iterable[int], ahead: Sequence[int] = (), held: Mapping[int, bytes | None] | None = None
     ) -> RecordsRead:
@@ -206,14 +212,17 @@ class MemoryGateway:
         at = checked_args(limit, cursor)
         reply = PageReply.of(scripts.cluster_page(self.store, doc_id, at, limit, page_steps(limit)))
         stored = {n: self.store.records.get(self.record_key(n)) for n in [*reply.nums, reply.root]}
-        return page_of(doc_id, cursor is None, reply, stored)
+        return page_of(doc_id, cursor is None, reply, stored, self._name(reply.root, stored[reply.root]))
 
     def cluster_names(self, roots: Sequence[int], known: Mapping[int, str]) -> list[str]:
-        """Each cluster's name: its root document's id (from ``known``, else read), ``#n`` when it is gone."""
-        read = {
-            n: cluster_name(n, self.store.records.get(self.record_key(n))) for n in roots if n not in known
-        }
+        """Each cluster's name: its root document's id (from ``known``, else read; the id its node kept when
+        it expired), ``#n`` when it was deleted."""
+        read = {n: self._name(n, self.store.records.get(self.record_key(n))) for n in roots if n not in known}
         return [known[n] if n in known else read[n] for n in roots]
+
+    def _name(self, root: int, record: bytes | None) -> str:
+        """The name of the cluster of ``root`` (its stored ``record``, else its gone-node entry)."""
+        return cluster_name(root, record, None if record else self.store.gone.get(root))
 
     # ----- writing -----
     def exchange(self) -> MemoryExchange:
@@ -297,7 +306,7 @@ class MemoryGateway:
             pipe.queue(partial(scripts.union_roots, self.store, self.bounds.representatives, groups))
             replies = pipe.execute()
             reply = replies[-1]
-            names = dict(zip(wanted, map(cluster_name, wanted, replies[first:-1]), strict=True))
+            names = {n: self._name(n, blob) for n, blob in zip(wanted, replies[first:-1], strict=True)}
         out, done = unionfind.union_replies(groups, reply)
         self._known.learn_unions(done)
         return Unions(out, names)

@@ -40,7 +40,7 @@ class MemoryStore:
     tombstone_expiry: dict[str, int] = field(default_factory=dict)  # Keys.tombstone_expiry (ms)
     parent: dict[int, int] = field(default_factory=dict)  # Keys.uf_parent
     children: dict[int, int] = field(default_factory=dict)  # Keys.uf_children
-    gone: set[int] = field(default_factory=set)  # Keys.uf_gone
+    gone: dict[int, str] = field(default_factory=dict)  # Keys.uf_gone: '1', or '=' + an expired root's id
     floor: int = 0  # Keys.uf_floor (unionfind.SET_FLOOR of a new index)
     ring: dict[int, tuple[int, int]] = field(default_factory=dict)  # Keys.uf_ring: (next, prev)
     ring_floor: int = 0  # Keys.uf_ring_floor (unionfind.SET_FLOOR of a new index)
@@ -52,6 +52,7 @@ class MemoryStore:
     touched: dict[int, int] = field(default_factory=dict)  # Keys.touched: n -> ms
     expiring: dict[int, int] = field(default_factory=dict)  # Keys.expiring: n -> when the claim lapses (ms)
     expiring_ids: dict[int, str] = field(default_factory=dict)  # Keys.expiring_ids
+    expired: int = 0  # Keys.expired_count
 
 
 def _sid(s: str) -> tuple[int, int]:
@@ -162,9 +163,7 @@ class BucketsCall:
             if not bucket:  # (Redis deletes an empty hash)
                 del self.store.buckets[key]
         old = self.before.get((key, at))
-        if old is None:
-            self.before[(key, at)] = len(rest)
-        elif pos < old:
+        if old is not None and pos < old:  # (a bucket no JOIN read yet: the JOIN takes its length then)
             self.before[(key, at)] = old - 1
 
 
@@ -396,9 +395,8 @@ class UnionFind:
                 s.children[p] = left
                 return
             s.children.pop(p, None)
-            if p not in s.gone:  # a live document's node: it stays
+            if s.gone.pop(p, None) is None:  # a live document's node: it stays
                 return
-            s.gone.discard(p)
             q = self.up(p)
             self.ring_leave(p)
             if q == p:
@@ -422,11 +420,12 @@ class UnionFind:
             self.set_parent(node, root)
         return root
 
-    def forget_node(self, n: int) -> None:
+    def forget_node(self, n: int, name: str | None = None) -> None:
+        """A deleted (or, with its ``name``, expired) document's node; a root that stays keeps the name."""
         if not self.counted(n):
             return
         if self.has_children(n):
-            self.s.gone.add(n)
+            self.s.gone[n] = f"={name}" if name is not None and self.up(n) == n else "1"
             return
         p = self.up(n)
         self.ring_leave(n)
@@ -698,7 +697,8 @@ def expire_note(store: MemoryStore, deadline: int, notes: Sequence[tuple[int, st
 
 def expire_finish(store: MemoryStore, deadline: int, done: Sequence[tuple[int, str, str]], now: int) -> int:
     """scripts/expire_finish.lua: per (n, doc id, outcome) still claimed with ``deadline``: 'x' forgets the
-    id, node and representatives (no tombstone), 'k' goes back to the touch set; the claim ends."""
+    id, node and representatives (no tombstone), 'k' goes back to the touch set; the claim ends. Counts the
+    documents expired."""
     uf = UnionFind(store)
     reps = Representatives(store, 0)
     expired = 0
@@ -709,7 +709,7 @@ def expire_finish(store: MemoryStore, deadline: int, done: Sequence[tuple[int, s
             if store.ids.get(doc_id) == n:
                 del store.ids[doc_id]
                 reps.drop(_walk(store.parent, n)[0], n)
-                uf.forget_node(n)
+                uf.forget_node(n, doc_id)
             expired += 1
         elif what == "k":
             store.touched.setdefault(n, now)
@@ -718,4 +718,5 @@ def expire_finish(store: MemoryStore, deadline: int, done: Sequence[tuple[int, s
     uf.flush_children()
     uf.flush_ring()
     reps.flush()
+    store.expired += expired
     return expired

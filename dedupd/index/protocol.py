@@ -87,6 +87,10 @@ class Gateway(Protocol):
     def load_records(self, nums: Iterable[int]) -> dict[int, Record | None]:
         """The records of ``nums``, in one exchange."""
 
+    def load_leaving(self, nums: Sequence[int]) -> dict[int, Record | None]:
+        """The records of documents about to leave (an expiry step's), in one exchange, decoded without
+        being kept in the decode cache (they would push out the records a flood's copies verify)."""
+
     def read_records(
         self, nums: Iterable[int], ahead: Sequence[int] = (), held: Mapping[int, bytes | None] | None = None
     ) -> RecordsRead:

@@ -143,9 +143,18 @@ def record_doc_id(blob: bytes) -> str:
     return blob[at : at + n_id].decode()
 
 
-def cluster_name(num: int, record: bytes | None) -> str:
-    """A cluster's name: its root document's id, from the root's record; ``#n`` when it is gone."""
-    return record_doc_id(record) if record else f"#{num}"
+def cluster_name(num: int, record: bytes | None, gone: bytes | str | None = None) -> str:
+    """A cluster's name: its root document's id, from the root's record; when that is gone, the id its
+    gone-node entry kept (``gone``, keys.uf_gone: ``'=' + id`` for an expired root), else ``#n`` (a deleted
+    root's).
+
+    >>> cluster_name(7, None, b"=story-1"), cluster_name(7, None, b"1"), cluster_name(7, None)
+    ('story-1', '#7', '#7')
+    """
+    if record:
+        return record_doc_id(record)
+    name = gone.decode() if isinstance(gone, bytes) else gone
+    return name[1:] if name and name.startswith("=") else f"#{num}"
 
 
 def record_entry_id(blob: bytes) -> str:

@@ -14,6 +14,12 @@ child. No child is ever moved to another parent on a delete: a script's work is 
 path, never by the size of a cluster (a flood makes clusters of 100,000 copies whose root has them all as
 children). What stays after every document of a cluster is deleted: nothing.
 
+Expired documents (a retention window, retention.py) leave their nodes the same way (``EXPIRE_FINISH``), but
+an expired root whose node stays keeps its document id in its :attr:`Keys.uf_gone` entry (``'=' + id``
+instead of ``1``), so that its cluster keeps its name while any member lives (record.cluster_name); the name
+goes with the node. A deleted root's cluster is named ``#n``: a delete is a request to forget the document,
+and its id is not kept beyond the tombstone's time.
+
 Example: ``2 -> 1`` and ``3 -> 1`` (1 is the root, with two children). Delete 1: it stays, marked (the root
 and name of {2, 3}). Delete 2: its entry goes, 1 has one child. Delete 3: its entry goes, 1 has none and is
 marked: 1 goes too. The hashes are as before the three documents came.

@@ -200,7 +200,7 @@ def retention_of(client: Any, keys: Keys, spec: dict[str, Any] | None) -> dict[s
     pipe.zcard(keys.touched)
     pipe.zcount(keys.touched, "-inf", now - (age_s or 0) * 1000)
     pipe.zcard(keys.expiring)
-    pipe.hget(keys.counters, "expired")
+    pipe.get(keys.expired_count)
     oldest, touched, old, claimed, expired = pipe.execute()
     due = max(old if age_s else 0, touched - count if count else 0)
     return {

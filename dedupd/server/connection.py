@@ -295,6 +295,10 @@ class ScriptPipeline:
         """Queue a GET (on a Redis Cluster routed by the key's slot, as redis-py's cluster pipeline does)."""
         self.pipe.get(key)
 
+    def hdel(self, key: str, *fields: Any) -> None:
+        """Queue an HDEL (on a Redis Cluster routed by the key's slot)."""
+        self.pipe.hdel(key, *fields)
+
     def _target(self, keys: list[Any]) -> dict[str, Any]:
         """On a Redis Cluster, the node from the client's slot map: without it redis-py's cluster pipeline
         asks the server for the keys of each EVALSHA (COMMAND GETKEYS, one round trip per call); a stale map

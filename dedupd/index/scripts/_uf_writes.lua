@@ -47,11 +47,12 @@ local function find(x)
   for i = #path - 1, 1, -1 do set_parent(path[i], root) end
   return root
 end
--- a deleted document's node: it goes when no node points to it, else it stays, marked, until its last child goes
-local function forget_node(n)
+-- a deleted document's node: it goes when no node points to it, else it stays, marked, until its last child goes;
+-- given a name (an expired document's id), a root that stays keeps naming its cluster ('=' .. name; else 1)
+local function forget_node(n, name)
   if not counted(n) then return end
   if has_children(n) then
-    redis.call('HSET', GONE, n, 1)
+    redis.call('HSET', GONE, n, (name and up(n) == n) and ('=' .. name) or 1)
     return
   end
   local p = up(n)

@@ -122,17 +122,19 @@ for i = 1, #ops do
         end
       else
         local v = call('HGET', key, field)
-        if v then
-          local at = find(v, id)
-          if at then
-            local rest = sub(v, 1, at - 1) .. sub(v, at + 4)
-            if rest == '' then call('HDEL', key, field) else call('HSET', key, field, rest) end
-            if kf then kf[field] = nil end  -- (read again when joined again)
-            local bk = before[key]
-            if not bk then bk = {}; before[key] = bk end
-            local old = bk[field]
-            if not old then bk[field] = #rest elseif at <= old then bk[field] = old - 4 end
+        local at = v and (v == id and 1 or find(v, id))
+        if at then
+          if #v == 4 then
+            call('HDEL', key, field)
+          else
+            call('HSET', key, field, sub(v, 1, at - 1) .. sub(v, at + 4))
           end
+          if kf then kf[field] = nil end  -- (read again when joined again)
+          -- a later JOIN reads the members the bucket had before this call: those this call left are gone
+          -- (a bucket no JOIN read yet needs nothing: the JOIN takes its length then)
+          local bk = before[key]
+          local old = bk and bk[field]
+          if old and at <= old then bk[field] = old - 4 end
         end
       end
     end  -- skip: this document's record changed: leave its buckets alone
