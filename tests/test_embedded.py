@@ -71,8 +71,10 @@ def following(data: Path) -> Proc:
     """A `dedupd alerts --follow` that holds the embedded server."""
     proc = Proc(data, "alerts", "--follow")
     wait_for(lambda: bool(servers(data)) or proc.proc.poll() is not None, 60, "the embedded server")
+    # in its loop once it has said it waits (the alerts are empty here): a Ctrl-C before, while it still
+    # imports on a busy machine, would end it 130 (a fixed half-second was not always enough)
+    wait_for(lambda: "Ctrl-C stops" in proc.stderr or proc.proc.poll() is not None, 60, "the follower's loop")
     assert proc.proc.poll() is None, proc.stderr
-    time.sleep(0.5)  # past its first read
     return proc
 
 
