@@ -9,10 +9,14 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 import redis
+
+if TYPE_CHECKING:
+    from procs import RedisProc
 
 
 def free_port() -> int:
@@ -60,6 +64,17 @@ def start_redis_server(workdir: Path, *extra: str) -> tuple[subprocess.Popen[byt
             time.sleep(0.05)
     client.close()
     return proc, port
+
+
+@pytest.fixture
+def aof_redis(tmp_path: Path) -> Iterator[RedisProc]:
+    """A private redis-server of the test with AOF on (appendfsync always): restarts lose nothing acknowledged."""
+    from procs import RedisProc  # (procs imports this module)
+
+    server = RedisProc(tmp_path / "redis", free_port(), "--appendonly", "yes", "--appendfsync", "always")
+    server.start()
+    yield server
+    server.kill()
 
 
 @pytest.fixture(scope="session")

@@ -41,13 +41,8 @@ def crowd_before(rng: random.Random, n: int = 100, k: int = 600) -> tuple[str, l
     return " ".join(v), [edited(10) for _ in range(k)], edited(2)
 
 
-def test_a_crowd_pushed_before_the_victim_cannot_make_it_invisible(r: redis.Redis, redis_url: str) -> None:
-    """Three victims, 600 neighbours each pushed first: V' is alerted naming V, and a query of V's own text
-    finds V, 3 of 3 (before: V joined none of its buckets, 0 of 3)."""
-    rng = random.Random(2028)
-    victims = [crowd_before(rng) for _ in range(3)]
-    for v, neighbours, v2 in victims:  # the premise, by brute force
-        assert all(jaccard(v, c) < T for c in neighbours) and jaccard(v, v2) >= T
+def crowd_then_victims(r: redis.Redis, redis_url: str, victims: list[tuple[str, list[str], str]]) -> None:
+    """Push every victim's neighbours (batches of 256), then the victims, each drained by a daemon."""
     crowd = [
         {"id": f"V{k}-n{i:03}", "text": c} for k, (_, cs, _) in enumerate(victims) for i, c in enumerate(cs)
     ]
@@ -55,6 +50,16 @@ def test_a_crowd_pushed_before_the_victim_cannot_make_it_invisible(r: redis.Redi
     drain(make_daemon(redis_url, batch_size=256))
     push(r, [{"id": f"V{k}", "text": v} for k, (v, _, _) in enumerate(victims)])
     drain(make_daemon(redis_url))
+
+
+def test_a_crowd_pushed_before_the_victim_cannot_make_it_invisible(r: redis.Redis, redis_url: str) -> None:
+    """Three victims, 600 neighbours each pushed first: V' is alerted naming V, and a query of V's own text
+    finds V, 3 of 3 (before: V joined none of its buckets, 0 of 3)."""
+    rng = random.Random(2028)
+    victims = [crowd_before(rng) for _ in range(3)]
+    for v, neighbours, v2 in victims:  # the premise, by brute force
+        assert all(jaccard(v, c) < T for c in neighbours) and jaccard(v, v2) >= T
+    crowd_then_victims(r, redis_url, victims)
     push(r, [{"id": f"V{k}'", "text": v2} for k, (_, _, v2) in enumerate(victims)])
     drain(make_daemon(redis_url))
     got = {a["id"]: a for a in alerts(r)}
@@ -70,13 +75,7 @@ def test_a_rebuild_leaves_the_victim_findable(r: redis.Redis, redis_url: str) ->
     new buckets full; it takes places there as the daemons' documents do (before: V' found nothing)."""
     rng = random.Random(2029)
     victims = [crowd_before(rng) for _ in range(2)]
-    crowd = [
-        {"id": f"V{k}-n{i:03}", "text": c} for k, (_, cs, _) in enumerate(victims) for i, c in enumerate(cs)
-    ]
-    push(r, crowd)
-    drain(make_daemon(redis_url, batch_size=256))
-    push(r, [{"id": f"V{k}", "text": v} for k, (v, _, _) in enumerate(victims)])
-    drain(make_daemon(redis_url))
+    crowd_then_victims(r, redis_url, victims)
     env = {**os.environ, "DEDUPD_REDIS_URL": redis_url}
     res = subprocess.run(
         [*DEDUPD, "rebuild", "--bands", "20", "--rows", "6"],

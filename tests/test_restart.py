@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,14 +27,6 @@ from dedupd.errors import RedisUnavailableError
 from dedupd.index.keys import Keys
 from dedupd.server.connection import connect
 from dedupd.settings import load_settings
-
-
-@pytest.fixture
-def aof_redis(tmp_path: Path) -> Iterator[RedisProc]:
-    server = RedisProc(tmp_path / "redis", free_port(), "--appendonly", "yes", "--appendfsync", "always")
-    server.start()
-    yield server
-    server.kill()
 
 
 @pytest.mark.slow

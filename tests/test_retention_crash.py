@@ -8,13 +8,11 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import redis
-from conftest import free_port
 from helpers import dead
 from procs import RedisProc, Served, check_exactly_once, counter, pairs_corpus, push_corpus, wait_for
 
@@ -41,14 +39,6 @@ class Watch:
     fewest_touched: int | None = None
     most_indexed: int = 0
     samples: int = 0
-
-
-@pytest.fixture
-def aof_redis(tmp_path: Path) -> Iterator[RedisProc]:
-    server = RedisProc(tmp_path / "redis", free_port(), "--appendonly", "yes", "--appendfsync", "always")
-    server.start()
-    yield server
-    server.kill()
 
 
 def _consumers(r: redis.Redis) -> set[str]:
