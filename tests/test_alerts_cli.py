@@ -109,7 +109,7 @@ def test_following_an_empty_stream_says_at_once_that_it_waits(redis_url: str, tm
         assert follower.stderr.rstrip().endswith("; waiting for new ones (Ctrl-C stops)")
     finally:
         follower.proc.send_signal(signal.SIGINT)
-        assert follower.proc.wait(timeout=30) == 0
+        assert follower.proc.wait(timeout=120) == 0
 
 
 def test_since_id_inclusive_exclusive_and_now(run, r: redis.Redis) -> None:  # type: ignore[no-untyped-def]
@@ -143,7 +143,7 @@ def _follow(redis_url: str, *args: str) -> subprocess.Popen[str]:
 
 def _wait_blocked(r: redis.Redis, proc: subprocess.Popen[str]) -> None:
     """Until the follower is blocked in XREAD (so what is added next is 'new')."""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120
     while not any(c.get("cmd") == "xread" for c in r.client_list()):
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.02)
@@ -152,7 +152,7 @@ def _wait_blocked(r: redis.Redis, proc: subprocess.Popen[str]) -> None:
 def _stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
     proc.send_signal(signal.SIGINT)
     try:
-        return proc.communicate(timeout=10)
+        return proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -316,7 +316,7 @@ def test_follow_since_plus_follows_only_new_alerts(redis_url: str, r: redis.Redi
         assert proc.stdout is not None
         assert proc.stdout.readline().startswith("new ~ x")
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=10)
+        out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
