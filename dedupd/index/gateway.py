@@ -17,7 +17,7 @@ serving generation's gateway forgets ids, leaves tombstones and removes deleted 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -361,14 +361,7 @@ class RedisGateway:
 
     def evict(self, exchange: Exchange, ev: Evictions) -> None:
         """Queue lua.EVICT for the rows of ``ev`` (one call, or one per slot on a Redis Cluster)."""
-        if not ev.key.size:
-            return
-        named, inverse = np.unique(ev.key, return_inverse=True)  # the names rows use (of a chunk's thousands)
-        slot_of = [self._keyslot(ev.names[k]) for k in named.tolist()] if self.cluster else [0] * named.size
-        slots = np.array(slot_of, dtype=np.int64)[inverse]
-        for slot in np.unique(slots).tolist():
-            sel = np.flatnonzero(slots == slot)
-            used, local = np.unique(ev.key[sel], return_inverse=True)
+        for sel, used, local in self._per_slot(ev.names, ev.key):
             clusters, group = np.unique(ev.cluster[sel], return_inverse=True)
             args = argv.evict(
                 (local + 1).astype("<u4").tobytes(),
@@ -387,34 +380,33 @@ class RedisGateway:
         Redis Cluster, one per slot with the rows of the documents kept out of most of their buckets only."""
         if self.cluster:
             pl = pl[np.flatnonzero(pl.thin)]
-        if not pl.key.size:
-            return
-        if not self.cluster:
-            used, local = np.unique(pl.key, return_inverse=True)
-            args = argv.displace(
-                (local + 1).astype("<u4").tobytes(),
-                pl.field.astype("<u4").tobytes(),
-                pl.doc.astype("<u4").tobytes(),
-                self.bounds.bucket_members,
-                True,
-            )
-            keys = [*(pl.names[u] for u in used.tolist()), self.keys.deficits(self.generation)]
-            cast(ScriptPipeline, exchange).script(self._displace, keys, args)
-            return
-        named, inverse = np.unique(pl.key, return_inverse=True)
-        slot_of = [self._keyslot(pl.names[k]) for k in named.tolist()] if self.cluster else [0] * named.size
-        slots = np.array(slot_of, dtype=np.int64)[inverse]
-        for slot in np.unique(slots).tolist():
-            sel = np.flatnonzero(slots == slot)
-            used, local = np.unique(pl.key[sel], return_inverse=True)
+        deficits = [] if self.cluster else [self.keys.deficits(self.generation)]
+        for sel, used, local in self._per_slot(pl.names, pl.key):
             args = argv.displace(
                 (local + 1).astype("<u4").tobytes(),
                 pl.field[sel].astype("<u4").tobytes(),
                 pl.doc[sel].astype("<u4").tobytes(),
                 self.bounds.bucket_members,
-                False,
+                bool(deficits),
             )
-            cast(ScriptPipeline, exchange).script(self._displace, [pl.names[u] for u in used.tolist()], args)
+            keys = [*(pl.names[u] for u in used.tolist()), *deficits]
+            cast(ScriptPipeline, exchange).script(self._displace, keys, args)
+
+    def _per_slot(
+        self, names: list[str], key: npt.NDArray[np.int64]
+    ) -> Iterator[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
+        """The rows (``key``: each row's index into ``names``) of one script call each: all of them on a single
+        Redis, those of one slot on a Redis Cluster; per call its rows, the names it uses (indexes into
+        ``names``) and each row's index into those, for KEYS."""
+        if not key.size:
+            return
+        named, inverse = np.unique(key, return_inverse=True)  # the names rows use (of a chunk's thousands)
+        slot_of = [self._keyslot(names[k]) for k in named.tolist()] if self.cluster else [0] * named.size
+        slots = np.array(slot_of, dtype=np.int64)[inverse]
+        for slot in np.unique(slots).tolist():
+            sel = np.flatnonzero(slots == slot)
+            used, local = np.unique(key[sel], return_inverse=True)
+            yield sel, used, local.astype(np.int64)
 
     def forget(self, deleted: Sequence[tuple[str, int, str]]) -> None:
         """Deleted documents (doc id, integer id or 0, the delete's entry id): forget their ids, remove their

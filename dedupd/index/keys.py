@@ -275,13 +275,10 @@ class Keys:
         """
         return f"{self.prefix}:b:{generation}:{{{band}.{shard & 15}}}:{shard:x}"
 
-    def deficits(self, generation: int) -> str:
+    def deficits(self, generation: int | str) -> str:
         """Hash of one generation (single Redis): integer id (uint32 LE) -> its deficit, how many of its band
-        buckets it is not in because they were full or it gave up its place there (lua.DISPLACE); absent: none."""
-        return f"{self.prefix}:def:{generation}"
-
-    def deficits_pattern(self, generation: int | str) -> str:
-        """SCAN pattern matching the deficits hash of one generation (``'*'``: of every generation)."""
+        buckets it is not in because they were full or it gave up its place there (lua.DISPLACE); absent: none.
+        With ``'*'``: the SCAN pattern of every generation's."""
         return f"{self.prefix}:def:{generation}"
 
     def band_pattern(self, generation: int) -> str:

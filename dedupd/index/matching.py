@@ -150,12 +150,12 @@ def further_candidates(got: Verification, limit: int) -> dict[int, set[int]]:
         for n, sim in got.near.get(k, {}).items():
             if (r := got.roots.get(n, n)) not in matched:
                 nearest[r] = max(nearest.get(r, 0.0), sim)
-        rest = [n for n in ids if n not in picked and root(n, n) not in matched]  # (ranked)
-        chosen = [n for n in rest if got.roots.get(n, n) not in nearest][: max(0, limit - len(picked))]
+        cluster = {n: got.roots.get(n, n) for n in ids if n not in picked}
+        rest = [n for n in ids if n in cluster and cluster[n] not in matched]  # (ranked)
+        chosen = [n for n in rest if cluster[n] not in nearest][: max(0, limit - len(picked))]
         if nearest:  # the nearly matched clusters' next members: up to ``limit`` more, nearest cluster first
-            near = [n for n in rest if got.roots.get(n, n) in nearest]
-            closeness = {n: nearest[got.roots.get(n, n)] for n in near}
-            near.sort(key=lambda n: -closeness[n])  # (stable: ranked within)
+            near = [n for n in rest if cluster[n] in nearest]
+            near.sort(key=lambda n: -nearest[cluster[n]])  # (stable: ranked within)
             chosen += near[:limit]
         if chosen:
             out[k] = set(chosen)

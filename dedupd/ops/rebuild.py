@@ -388,7 +388,7 @@ class Rebuild:
             self.keys.doc_pattern_of(gen),
             self.keys.band_pattern(gen),
             self.keys.leaving_pattern_of(gen),
-            self.keys.deficits_pattern(gen),
+            self.keys.deficits(gen),
         )
         for pattern in patterns:
             batch: list[bytes] = []
@@ -410,7 +410,7 @@ class Rebuild:
             self.keys.doc_pattern,
             self.keys.band_pattern_all,
             self.keys.leaving_pattern_of("*"),
-            self.keys.deficits_pattern("*"),
+            self.keys.deficits("*"),
         )
         for pattern in patterns:
             for key in self.client.scan_iter(match=pattern, count=5000):

@@ -10,8 +10,11 @@ as many different documents cost. Four bounds keep it so:
   that band; the cluster stays findable through its newest (a chain's drifting versions) and its anchor (a
   star's base, a flood's original: the member every later variant is near, which the variants' own crowd
   cannot push out); deleting old documents (retention by age) takes nothing from the buckets. A full bucket is
-  read, not joined, but a document kept out of more than ``THIN_SHARE`` of its buckets by full ones takes a place
-  in each of them (:func:`thin`, lua.DISPLACE): a crowd that came first cannot leave it findable nowhere;
+  read, not joined, but a document it keeps out takes a place there (lua.DISPLACE): on a single Redis the place
+  of the member missing the fewest of its own buckets, when it misses 2 or more fewer than the document (a
+  crowd's places are shared out evenly); on a Redis Cluster only a document kept out of more than
+  ``THIN_SHARE`` of its buckets (:func:`thin`) takes places. A crowd that came first cannot leave it findable
+  nowhere;
 - a document verifies the best-ranked candidate of each distinct cluster among its candidates, of at most
   ``max_clusters`` clusters (a hub near many clusters finds them all), and at most ``max_candidates``
   others, at most ``VERIFIED_PER_CLUSTER`` of each cluster at first (:func:`pick_many`;
