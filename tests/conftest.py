@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -66,15 +67,24 @@ def start_redis_server(workdir: Path, *extra: str) -> tuple[subprocess.Popen[byt
     return proc, port
 
 
+@contextlib.contextmanager
+def private_redis(tmp_path: Path, *options: str) -> Iterator[RedisProc]:
+    """A redis-server of the test's own (``options`` on its command line), killed at the end."""
+    from procs import RedisProc  # (procs imports this module)
+
+    server = RedisProc(tmp_path / "redis", free_port(), *options)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
 @pytest.fixture
 def aof_redis(tmp_path: Path) -> Iterator[RedisProc]:
     """A private redis-server of the test with AOF on (appendfsync always): restarts lose nothing acknowledged."""
-    from procs import RedisProc  # (procs imports this module)
-
-    server = RedisProc(tmp_path / "redis", free_port(), "--appendonly", "yes", "--appendfsync", "always")
-    server.start()
-    yield server
-    server.kill()
+    with private_redis(tmp_path, "--appendonly", "yes", "--appendfsync", "always") as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import pytest
 import redis
-from conftest import free_port
+from conftest import free_port, private_redis
 from procs import DEDUPD, RedisProc, Served, pairs_corpus, wait_for
 
 from dedupd.daemon.monitor import wait_drained
@@ -33,14 +33,12 @@ def readme_acl() -> list[str]:
 
 @pytest.fixture
 def acl_redis(tmp_path: Path) -> Iterator[RedisProc]:
-    server = RedisProc(tmp_path / "redis", free_port())
-    server.start()
-    admin = redis.Redis(port=server.port)
-    admin.execute_command("ACL", "SETUSER", "dedupd", *readme_acl())
-    admin.execute_command("ACL", "SETUSER", "weak", "on", f">{PASSWORD}", "~*", "-@all", "+ping")
-    admin.close()
-    yield server
-    server.kill()
+    with private_redis(tmp_path) as server:
+        admin = redis.Redis(port=server.port)
+        admin.execute_command("ACL", "SETUSER", "dedupd", *readme_acl())
+        admin.execute_command("ACL", "SETUSER", "weak", "on", f">{PASSWORD}", "~*", "-@all", "+ping")
+        admin.close()
+        yield server
 
 
 def run(url: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

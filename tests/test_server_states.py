@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from conftest import free_port
+from conftest import private_redis
 from helpers import dead, make_daemon, pending, push, text
 from procs import RedisProc, Served, counter, pairs_corpus, push_corpus, wait_for
 
@@ -111,12 +111,8 @@ def test_a_batch_done_again_logs_its_dead_letters_once(
 @pytest.fixture
 def own_redis(tmp_path: Path) -> Iterator[RedisProc]:
     """A redis-server of this test's own (its memory limit is changed), noeviction as dedupd needs."""
-    server = RedisProc(
-        tmp_path / "redis", free_port(), "--appendonly", "no", "--maxmemory-policy", "noeviction"
-    )
-    server.start()
-    yield server
-    server.kill()
+    with private_redis(tmp_path, "--appendonly", "no", "--maxmemory-policy", "noeviction") as server:
+        yield server
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from conftest import free_port
+from conftest import private_redis
 from helpers import make_daemon
 from procs import RedisProc, Served, counter, pairs_corpus, push_corpus, wait_for
 
@@ -22,10 +22,8 @@ from dedupd.index.keys import Keys
 @pytest.fixture
 def volatile_redis(tmp_path: Path) -> Iterator[RedisProc]:
     """A redis-server without persistence, restartable; scripts longer than 100 ms make it answer BUSY."""
-    server = RedisProc(tmp_path / "redis", free_port(), "--appendonly", "no", "--lua-time-limit", "100")
-    server.start()
-    yield server
-    server.kill()
+    with private_redis(tmp_path, "--appendonly", "no", "--lua-time-limit", "100") as server:
+        yield server
 
 
 @pytest.mark.slow
