@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite from a fresh clone: installs redis-server if missing (Debian; needs root),
 # creates .venv, installs dedupd with its dev extra, runs the code gates (ruff check, ruff format --check,
-# mypy --strict, the import layers) and then pytest. Extra arguments go to pytest.
+# mypy --strict, the import layers) and then pytest, in parallel (pytest-xdist). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,7 +22,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 .venv/bin/python -m pip install -q -e '.[dev]' 2>&1 | grep -v -E '^(WARNING: Location|  )' || true
-.venv/bin/python -c 'import dedupd, redis, numpy, fakeredis, hypothesis' || { echo "install failed" >&2; exit 2; }
+.venv/bin/python -c 'import dedupd, redis, numpy, fakeredis, hypothesis, xdist' || { echo "install failed" >&2; exit 2; }
 for tool in ruff mypy; do
   [ -x ".venv/bin/$tool" ] || { echo "install failed: no .venv/bin/$tool" >&2; exit 2; }
 done
@@ -33,4 +33,5 @@ done
 .venv/bin/mypy --strict dedupd || { echo "gate failed: mypy --strict dedupd (types)" >&2; exit 1; }
 .venv/bin/python scripts/check_layers.py || { echo "gate failed: scripts/check_layers.py (import layers)" >&2; exit 1; }
 
-exec .venv/bin/python -m pytest "$@"
+# the tests run in parallel, one worker per core (at most 4; DEDUPD_TEST_WORKERS=0 runs them in this process)
+exec .venv/bin/python -m pytest -n "${DEDUPD_TEST_WORKERS:-auto}" --maxprocesses 4 "$@"
