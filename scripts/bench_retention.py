@@ -244,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
                 redis_cluster=side.cluster,
                 prefix=side.keys.prefix,
                 batch_size=256,
+                block_ms=1,  # (a drain's last read finds nothing: it must not wait for more)
                 metrics_port=0,
                 **extra,
             )
