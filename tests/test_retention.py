@@ -346,10 +346,10 @@ def test_with_overlapping_batches_the_steps_run_in_the_background_and_are_all_ac
     for _ in range(1000):
         if daemon.iteration(overlap=True) is None:
             break
-        background += daemon.expiry._running is not None
+        background += daemon.housekeeping.expiry._running is not None
     daemon.settle()
     daemon.settle_expiry()
-    assert background > 0 and daemon.expiry._running is None
+    assert background > 0 and daemon.housekeeping.expiry._running is None
     settle_expiry(daemon)
     assert r.zcard(K.touched) == 20 and r.hlen(K.id_forward) == 20
     assert daemon.totals["expired"] == 80 == int(r.get(K.expired_count) or 0)
