@@ -43,7 +43,7 @@ def test_retention_keeps_recent_history(r: redis.Redis, redis_url: str) -> None:
     for retention in (3600, None):
         daemon = make_daemon(redis_url, batch_size=1000, docs_retention_s=retention)
         daemon.iteration()
-        daemon.trim.now()
+        daemon.housekeeping.trim.now()
         daemon.iteration()  # trims when a retention is set (and nothing recent)
         assert r.xlen(Keys().docs) == 500
 

@@ -513,11 +513,12 @@ def test_an_expiry_step_killed_between_the_bucket_leave_and_the_record_delete_le
     daemon = Daemon(settings)
     rng = random.Random(8)
     push_corpus(rc, [{"id": f"d{i}", "text": text(rng, 40)} for i in range(30)])
-    daemon.expire_timer.due = lambda: False  # type: ignore[method-assign]
-    real = daemon._expire
-    daemon._expire = lambda background=False: None  # type: ignore[method-assign]
+    chores = daemon.housekeeping
+    chores.expire_timer.due = lambda: False  # type: ignore[method-assign]
+    real = chores.expire
+    chores.expire = lambda gw, background=False, held=False: None  # type: ignore[method-assign]
     drain(daemon)
-    daemon._expire = real  # type: ignore[method-assign]
+    chores.expire = real  # type: ignore[method-assign]
     gw = daemon.gateway
     gone = [int(n) for n, _ in rc.zrange(keys.touched, 0, 19, withscores=True)]
     settle = ClusterRecords.settle

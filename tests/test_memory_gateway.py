@@ -8,6 +8,7 @@ import json
 import random
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -497,6 +498,23 @@ def case_retention(ix: Index) -> None:
     assert ix.snapshot()["claims"] == (set(), {})
     ix.run([{"id": "d0", "text": texts[0]}])  # pushed again after it expired: a new document
     assert ix.num("d0") not in (0, first) and ix.snapshot()["expired"] == 7
+
+
+def case_refused_touches_nothing(ix: Index) -> None:
+    """A window of 2: an append that would store "old" larger than max_stored_bytes, and an upsert of a new
+    document too large to store, are dead-lettered and touch nothing: "old" stays the least recently touched
+    and is the one that expires; the refused new id has no touch time (it holds no document)."""
+    ix.setup(max_documents=2, max_stored_bytes=1024)
+    rng = random.Random(33)
+    ix.run([{"id": "old", "text": text(rng, 20)}, {"id": "a", "text": text(rng, 20)}])
+    time.sleep(0.005)  # (the entries below come at a later millisecond)
+    ix.run([{"id": "old", "op": "append", "text": text(rng, 400)}, {"id": "big", "text": text(rng, 400)}])
+    assert sorted(x["id"] for x in ix.stream(ix.keys.dead)) == ["big", "old"]
+    assert ix.snapshot()["touched"] == {ix.num("old"), ix.num("a")}
+    time.sleep(0.005)
+    ix.run([{"id": "b", "text": text(rng, 20)}])
+    assert expire_step(ix.gw, 100, 60_000).expired == 1
+    assert ix.num("old") == 0 and ix.num("a") > 0 and ix.num("b") > 0
 
 
 def case_expired_root(ix: Index) -> None:

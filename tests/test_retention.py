@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from helpers import alerts, drain, make_daemon, pending, push, text, variant
+from helpers import alerts, dead, drain, make_daemon, pending, push, text, variant
 from procs import Served, check_exactly_once, counter, pairs_corpus, push_corpus, wait_for
 
+from dedupd.daemon.entries import DOC_TOO_LARGE, TOO_LARGE
 from dedupd.daemon.expiry import expire_step
 from dedupd.daemon.loop import Daemon
 from dedupd.index.keys import Keys
@@ -178,6 +179,32 @@ def test_refresh_on_duplicate_keeps_a_document_its_copies_keep_naming(r: redis.R
     assert _copy_every(False, redis_url, r) == (False, False)
 
 
+def test_a_dead_lettered_entry_touches_nothing(r: redis.Redis, redis_url: str) -> None:
+    """A window of 3: "old", "a", "b", then entries under "old" that are all dead-lettered (an upsert and an
+    append whose stored document would be larger than max_stored_bytes, a text larger than max_doc_bytes),
+    then "c". None of them was applied, so none touches "old": it is the least recently touched and leaves,
+    as if they had not been pushed (touched by them, "a" would leave instead)."""
+    rng = random.Random(8)
+    daemon = make_daemon(redis_url, max_documents=3, max_stored_bytes=6_000, max_doc_bytes=20_000)
+    chunk = [" ".join(f"w{c}x{i}" for i in range(1000)) for c in range(2)]  # ~4 kB stored each
+    push(r, [{"id": "old", "text": chunk[0]}, {"id": "a", "text": text(rng)}, {"id": "b", "text": text(rng)}])
+    drain(daemon)
+    settle_expiry(daemon)
+    time.sleep(0.01)  # (the entries below come at a later millisecond of the server's clock)
+    push(r, [{"id": "old", "op": "append", "text": chunk[1]}])
+    push(r, [{"id": "old", "text": chunk[0] + " " + chunk[1]}])
+    push(r, [{"id": "old", "text": "z" * 21_000}])
+    drain(daemon)
+    settle_expiry(daemon)
+    assert sorted(x[b"error"].decode() for x in dead(r)) == [DOC_TOO_LARGE, DOC_TOO_LARGE, TOO_LARGE]
+    time.sleep(0.01)
+    push(r, [{"id": "c", "text": text(rng)}])
+    drain(daemon)
+    settle_expiry(daemon)
+    assert sorted(k.decode() for k in r.hkeys(K.id_forward)) == ["a", "b", "c"]
+    assert r.zcard(K.touched) == 3 and int(r.get(K.expired_count) or 0) == 1
+
+
 def test_an_id_pushed_again_after_its_document_expired_is_a_new_document(
     r: redis.Redis, redis_url: str
 ) -> None:
@@ -319,10 +346,10 @@ def test_with_overlapping_batches_the_steps_run_in_the_background_and_are_all_ac
     for _ in range(1000):
         if daemon.iteration(overlap=True) is None:
             break
-        background += daemon.expiry._running is not None
+        background += daemon.housekeeping.expiry._running is not None
     daemon.settle()
     daemon.settle_expiry()
-    assert background > 0 and daemon.expiry._running is None
+    assert background > 0 and daemon.housekeeping.expiry._running is None
     settle_expiry(daemon)
     assert r.zcard(K.touched) == 20 and r.hlen(K.id_forward) == 20
     assert daemon.totals["expired"] == 80 == int(r.get(K.expired_count) or 0)

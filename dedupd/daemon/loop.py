@@ -20,7 +20,8 @@ hand's evictions are (and its unions, when the next batch deletes documents). At
 second half; a batch sharing a document with it, a claimed or recovered entry, waiting entries, a rebuild's
 switch or pause, and a stop all wait for it first. Off with ``wait_replicas`` (WAIT covers one connection's
 writes) and on a Redis Cluster. With a retention window the expiry step after a batch runs in a third thread
-(daemon/expiry.py: Steps) beside the next batch's start, and is accounted for before the next step.
+(daemon/expiry.py: Steps) beside the next batch's start, and is accounted for before the next step
+(daemon/housekeeping.py: the chores between batches, and when each runs).
 
 Bounded memory: the entries a daemon holds (a read, and the deferred ones) are at most ``batch_max_bytes``
 (stream.py reads bounded in bytes; an entry larger than ``max_entry_bytes`` arrives cut short and is
@@ -48,24 +49,24 @@ from dedupd.daemon.batch import BatchResult, RawEntry, Started
 from dedupd.daemon.dead_letters import dead_letter
 from dedupd.daemon.deferred import Deferred
 from dedupd.daemon.entries import PROCESSING_FAILED, entry_bytes
-from dedupd.daemon.expiry import STEP_LIMIT, Steps
 from dedupd.daemon.handoff import Handoff
+from dedupd.daemon.housekeeping import Housekeeping
 from dedupd.daemon.metrics import Metrics
 from dedupd.daemon.processor import Processor
 from dedupd.daemon.redelivery import Redelivery
 from dedupd.daemon.stream import ConsumerStream, ensure_group
-from dedupd.daemon.upkeep import Every, bound_outputs, progress_line, prune_seen, summary_line, tune_gc
+from dedupd.daemon.upkeep import Every, summary_line, tune_gc
 from dedupd.daemon.worker_thread import Worker
 from dedupd.index.docstate import sid
 from dedupd.index.gateway import RedisGateway, open_spec
 from dedupd.index.generations import Generations
 from dedupd.index.keys import GROUP, Heartbeat, Keys
-from dedupd.index.retention import Expired
 from dedupd.server.connection import (
     RETRYABLE,
     RedisClient,
     connect,
     is_transient,
+    not_the_entry,
     retry_transient,
     wait_for_replicas,
 )
@@ -77,17 +78,8 @@ log = logging.getLogger("dedupd.daemon")  # (named as before the layers: log lin
 
 _MAX_BACKOFF_S = 5.0
 _POLL_S = 0.1  # how often the meta hash (generation, pause) is read
-_TRIM_EVERY_S = 0.2
 _RECONCILE_S = 2.0  # while entries wait and nothing is read: how often the in-flight registry is reconciled
 _DEFERRED_BLOCK_MS = 50
-_PROGRESS_S = 10.0  # how often serve logs a progress line at INFO
-_EXPIRE_IDLE_S = 0.5  # with a retention window: how often an expiry step runs when no batch came
-# Errors that say nothing about the entries of a batch: never a reason to fail or dead-letter an entry.
-_NOT_THE_ENTRY = (*RETRYABLE, redis.exceptions.NoPermissionError)
-
-
-def _not_the_entry(exc: BaseException) -> bool:
-    return isinstance(exc, _NOT_THE_ENTRY) or is_transient(exc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,18 +130,20 @@ class Daemon:
         self._worker = Worker(f"dedupd-finish-{self.consumer}")
         self.paused_for: int | None = None
         self.poll, self.beat = Every(_POLL_S), Every(max(1.0, settings.heartbeat_ttl_s / 3))
-        self.trim = Every(_TRIM_EVERY_S)
         self.touch, self.reconcile = Every(settings.claim_idle_ms / 3000), Every(_RECONCILE_S)
-        self.prune_seen = Every(settings.seen_prune_s)
         self.totals = {"processed": 0, "alerts": 0, "dead": 0, "batches": 0, "expired": 0}
-        self.expire_timer = Every(_EXPIRE_IDLE_S)
-        base = max(STEP_LIMIT, settings.batch_size)
-        self.expiry = Steps(
-            f"dedupd-expiry-{self.consumer}", base, settings.claim_idle_ms, self.stream.inflight
-        )
         self.rebuilding = False  # a rebuild runs: the expiry waits for it
-        self.progress, self._reported = Every(_PROGRESS_S), (time.monotonic(), 0)
         self.metrics = Metrics()
+        self.housekeeping = Housekeeping(
+            self.client,
+            self.keys,
+            settings,
+            self.stream,
+            self.metrics,
+            self.totals,
+            self.consumer,
+            self._exit_if_asked,
+        )
         retry_transient(lambda: ensure_group(self.client, self.keys), settings, 60)
 
     def _serve(self, spec: IndexSpec, gen: int) -> None:
@@ -277,7 +271,7 @@ class Daemon:
                 settle()
             except Exception as again:
                 self._exit_if_asked()
-                if not _not_the_entry(again):
+                if not not_the_entry(again):
                     raise
                 log.debug("%s failed too (%s)", what, again)
         self.redelivery.recover()
@@ -334,8 +328,7 @@ class Daemon:
         memory = self.metrics.refresh_group(self.client, self.keys)
         if memory is not None:
             self._watch_memory(memory)
-        if self.progress.due():
-            self._log_progress()
+        self.housekeeping.log_progress(len(self.deferred))
         if self.paused_for is not None:
             self.stopping.wait(0.05)
             return None
@@ -355,56 +348,23 @@ class Daemon:
             result = self.handle(batch, deliveries)
         else:
             result = settled
-        self._upkeep(result, overlap)
+        self.housekeeping.after(self.gateway, result, overlap, self._expiry_held)
         if overlapping and result is None:
             return BatchResult()
         return result if result is None or result.ack or result.processed or result.dead else None
 
-    def _upkeep(self, result: BatchResult | None, overlap: bool = False) -> None:
-        """After an iteration: an expiry step (a retention window: after a batch, or on a timer while idle; in
-        the background when batches overlap), the input stream's trim, the redelivery markers' pruning and
-        the output streams' bounds, when due."""
-        if self.gateway.spec.windowed and (
-            (result is not None and result.processed) or self.expire_timer.due()
-        ):
-            self._expire(background=overlap)
-        if self.settings.docs_retention_s is not None and self.trim.due():
-            self.stream.trim(self.settings.docs_retention_s)
-        if self.prune_seen.due():
-            self._prune_seen()
-            self._bound_outputs()
-
     def _expire(self, background: bool = False) -> None:
-        """One step of the retention window's expiry (daemon/expiry.py), after the one before is accounted
-        for, unless a rebuild runs or a switch pauses the daemons: here, or in the background (its outcome is
-        accounted for before the next step, or when the daemon settles: :meth:`settle_expiry`)."""
-        self.settle_expiry()
-        if self.rebuilding or self.paused_for is not None:
-            return
-        gw = self.gateway  # (the generation it starts on, whatever comes next)
-        if background:
-            self.expiry.start(gw)
-        else:
-            self._account(lambda: self.expiry.run(gw))
+        """One step of the retention window's expiry (housekeeping.py), unless :attr:`_expiry_held`."""
+        self.housekeeping.expire(self.gateway, background, self._expiry_held)
+
+    @property
+    def _expiry_held(self) -> bool:
+        """Whether expiry waits: a rebuild runs, or a switch pauses the daemons."""
+        return self.rebuilding or self.paused_for is not None
 
     def settle_expiry(self) -> None:
         """Wait for the expiry step in the background, if any, and account for it."""
-        self._account(self.expiry.settle)
-
-    def _account(self, outcome: Callable[[], Expired | None]) -> None:
-        """Count what a step did. A Redis error goes up (the loop retries); any other is logged, and the next
-        step takes the claim over once it lapses."""
-        try:
-            done = outcome()
-        except Exception as exc:
-            self._exit_if_asked()
-            if _not_the_entry(exc):
-                raise
-            log.exception("an expiry step failed; its claim is taken over after claim_idle_ms")
-            return
-        if done is not None:
-            self.totals["expired"] += done.expired
-            self.metrics.observe_expiry(done.expired, done.backlog, done.oldest_age_s)
+        self.housekeeping.settle_expiry()
 
     def _watch_memory(self, servers: list[ServerMemory]) -> None:
         """One warning when the server's eviction policy turns evicting while serving (the daemon goes on:
@@ -431,7 +391,7 @@ class Daemon:
             first = self.processor.start(batch, None, self.in_hand.handoff if self.in_hand else None)
         except Exception as exc:
             self._exit_if_asked()
-            if not _not_the_entry(exc):
+            if not not_the_entry(exc):
                 self.settle()  # before its entries are done again one by one
             return self._book(batch, self._failed(batch, None), started)
         settled = self.settle()
@@ -494,7 +454,7 @@ class Daemon:
         entry by entry."""
         self._exit_if_asked()
         exc = sys.exc_info()[1]
-        if exc is None or _not_the_entry(exc):
+        if exc is None or not_the_entry(exc):
             raise  # the exception being handled
         log.exception("batch of %d entries failed; retrying them one by one", len(batch))
         return self._one_by_one(batch, deliveries)
@@ -531,7 +491,7 @@ class Daemon:
                 result.add(self.processor.process([raw], deliveries))
             except Exception as exc:
                 self._exit_if_asked()
-                if _not_the_entry(exc):
+                if not_the_entry(exc):
                     raise
                 log.exception("entry %s failed", raw[0])
                 if (deliveries or {}).get(raw[0], 1) >= self.settings.max_deliveries:
@@ -608,36 +568,14 @@ class Daemon:
         block = min(s.block_ms, _DEFERRED_BLOCK_MS) if self.deferred else s.block_ms
         return self.stream.read_new(s.batch_size, block, room), None
 
-    def _prune_seen(self) -> None:
-        """Forget old redelivery markers on every output stream (upkeep.prune_seen)."""
-        prune_seen(self.client, self.keys, self.settings.seen_ttl_s)
-
     def _bound_outputs(self) -> None:
-        """Trim the output streams to their byte bounds (upkeep.bound_outputs)."""
-        bound_outputs(self.client, self.keys, self.settings)
+        """Trim the output streams to their byte bounds (housekeeping.py)."""
+        self.housekeeping.bound_outputs()
 
     def held_bytes(self) -> int:
         """The size of the entries this daemon holds: the deferred ones and the batch in hand."""
         waiting = self.deferred.held_bytes()
         return waiting + (self.in_hand.size if self.in_hand is not None else 0)
-
-    def _log_progress(self) -> None:
-        """One INFO line: totals, the rate since the last line, deferred entries, the group's lag."""
-        now, done = time.monotonic(), self.totals["processed"]
-        then, before = self._reported
-        self._reported = (now, done)
-        if done == before and not self.deferred:
-            return  # idle: nothing new to say
-        log.info(
-            "%s",
-            progress_line(
-                self.client,
-                self.keys,
-                self.totals,
-                (done - before) / max(now - then, 1e-9),
-                len(self.deferred),
-            ),
-        )
 
     def _heartbeat(self) -> None:
         beat = Heartbeat(

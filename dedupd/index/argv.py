@@ -147,19 +147,16 @@ def displace(key_index: bytes, fields: bytes, docs: bytes, full: int, deficits: 
 
 
 # ----- ids and the union-find (gateway.py) -----
-def resolve_ids(requests: Iterable[tuple[str, bool, str]], touch: bool = False) -> list[Arg]:
-    """resolve_ids.lua: per (document id, create, entry id) its mode ('a' get or assign, 'A' the same and
-    touch it: with ``touch``, a retention window; 'g' get only), id and entry id.
+def resolve_ids(requests: Iterable[tuple[str, bool, str]]) -> list[Arg]:
+    """resolve_ids.lua: per (document id, create, entry id) its mode ('a' get or assign, 'g' get only), id and
+    entry id.
 
     >>> resolve_ids([("a", True, "1-1"), ("b", False, "1-2")])
     ['a', 'a', '1-1', 'g', 'b', '1-2']
-    >>> resolve_ids([("a", True, "1-1")], touch=True)
-    ['A', 'a', '1-1']
     """
-    create_mode = "A" if touch else "a"
     out: list[Arg] = []
     for doc_id, create, entry_id in requests:
-        out += [create_mode if create else "g", doc_id, entry_id]
+        out += ["a" if create else "g", doc_id, entry_id]
     return out
 
 
@@ -207,7 +204,20 @@ def forget_ids(now_ms: int, ttl_ms: int, deleted: Iterable[tuple[str, int, str]]
     return out
 
 
-# ----- outputs (gateway.py) -----
+# ----- the retention window (retention.py, gateway.py) -----
+TOUCH_WRITTEN, TOUCH_NAMED = "w", "n"  # touch.lua's modes
+
+
+def touch(mode: str, nums: Iterable[int]) -> list[Arg]:
+    """touch.lua: the mode (``TOUCH_WRITTEN``: documents about to be written; ``TOUCH_NAMED``: documents an
+    alert named), then the integer ids, each once.
+
+    >>> touch(TOUCH_WRITTEN, [3, 5, 3])
+    ['w', 3, 5]
+    """
+    return [mode, *dict.fromkeys(nums)]
+
+
 def expire_claim(age_s: int | None, count: int | None, limit: int, lease_ms: int) -> list[Arg]:
     """expire_claim.lua: the window by age (seconds, sent in ms; None: none) and by count (None: none), the
     most documents claimed, the claim's lease (ms).
@@ -242,6 +252,7 @@ def expire_finish(deadline: int, done: Iterable[tuple[int, str, str]]) -> list[A
     return out
 
 
+# ----- outputs (gateway.py) -----
 def emit_many(now_ms: int, maxlen: int, ttl_ms: int, entries: Iterable[Emitted]) -> list[Arg]:
     """emit_many.lua and reply.lua: the time, the stream's cap, how long markers (and a reply stream) live,
     then per entry its marker, its field count and its field/value pairs.

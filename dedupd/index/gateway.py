@@ -134,11 +134,13 @@ def _reads(packed: Sequence[bytes | None], ids: Packed) -> list[Packed | None]:
 @dataclass(frozen=True, slots=True)
 class PackedWrites:
     """A batch's writes packed for the server (:meth:`RedisGateway.prepare`): the writes, and on a single
-    Redis the bucket calls in one pipeline not yet sent, with per chunk its size, operations and rows."""
+    Redis the bucket calls in one pipeline not yet sent, with per chunk its size, operations and rows, after
+    ``lead`` calls whose replies are not the writes' (the touch of the documents written)."""
 
     writes: Sequence[DocWrite]
     pipe: ScriptPipeline | None
     spans: list[tuple[int, BucketOps | None, list[npt.NDArray[np.int64]]]]
+    lead: int = 0
 
 
 class RedisGateway:
@@ -222,9 +224,8 @@ class RedisGateway:
         if not requests:
             return []
         k = self.keys
-        keys = [k.id_forward, k.id_seq, k.tombstones, k.touched, k.expiring]
-        touch = self.serving and self.spec.windowed  # (a rebuild's replay touches nothing)
-        resolved: Any = self._resolve(keys=keys, args=argv.resolve_ids(requests, touch))
+        keys = [k.id_forward, k.id_seq, k.tombstones, k.expiring]
+        resolved: Any = self._resolve(keys=keys, args=argv.resolve_ids(requests))
         # (integer id, tombstone, being expired) each
         triples = list(zip(resolved[0::3], resolved[1::3], resolved[2::3], strict=True))
         return states_of(requests, triples, self.load_records, flights)
@@ -280,18 +281,37 @@ class RedisGateway:
         return ScriptPipeline(self.client)
 
     def prepare(self, writes: Sequence[DocWrite]) -> PackedWrites:
-        """Pack the writes of a batch (nothing is sent): on a single Redis, the bucket calls with their record
-        checks, in chunks of APPLY_CHUNK documents, in one pipeline; on a Redis Cluster the records are checked
-        first when applied, so nothing is packed before."""
-        return PackedWrites(writes, None, []) if self.cluster else self._pack(writes)
+        """Pack the writes of a batch (nothing is sent): on a single Redis, the touch of the documents written
+        (:meth:`_touch_written`) then the bucket calls with their record checks, in chunks of APPLY_CHUNK
+        documents, in one pipeline; on a Redis Cluster the records are checked first when applied, so nothing
+        is packed before."""
+        if self.cluster:
+            return PackedWrites(writes, None, [])
+        pipe = ScriptPipeline(self.client)
+        return self._pack(writes, pipe, self._touch_written(pipe, writes))
 
-    def _pack(self, writes: Sequence[DocWrite]) -> PackedWrites:
-        """The bucket calls of ``writes`` (with their record checks on a single Redis) in one pipeline."""
+    def _touch_written(self, pipe: ScriptPipeline, writes: Sequence[DocWrite]) -> int:
+        """Queue scripts/touch.lua for the documents ``writes`` keep (not those they delete), before the writes
+        (a document is never expired between its write and its touch): with a retention window an upsert or
+        append touches its document when it is written, and only then (an entry refused, deferred or
+        dead-lettered touches nothing); a rebuild's replay touches nothing. Returns the calls queued."""
+        if not (self.serving and self.spec.windowed):
+            return 0
+        nums = [w.num for w in writes if not w.delete]
+        if not nums:
+            return 0
+        k = self.keys
+        args = argv.touch(argv.TOUCH_WRITTEN, nums)
+        pipe.script(self._touch, [k.touched, k.expiring], args)
+        return 1
+
+    def _pack(self, writes: Sequence[DocWrite], pipe: ScriptPipeline, lead: int = 0) -> PackedWrites:
+        """The bucket calls of ``writes`` (with their record checks on a single Redis) in ``pipe``, after its
+        ``lead`` calls."""
         full = self.bounds.bucket_members
         # a serving bucket takes FRESH_PER_CALL new members a call, the others once the batch is verified
         # (lua.EVICT); a generation being built (no EVICT) takes every member up to ``full``
         fresh = FRESH_PER_CALL if self.serving else 0
-        pipe = ScriptPipeline(self.client)
         spans: list[tuple[int, BucketOps | None, list[npt.NDArray[np.int64]]]] = []  # per chunk
         for lo in range(0, len(writes), APPLY_CHUNK):  # one script call's run time bounded by a chunk's
             part = writes[lo : lo + APPLY_CHUNK]
@@ -307,7 +327,7 @@ class RedisGateway:
             for keys, args, _ in calls:
                 pipe.script(self._buckets, keys, args)
             spans.append((len(part), ops, [rows for _, _, rows in calls]))
-        return PackedWrites(writes, pipe, spans)
+        return PackedWrites(writes, pipe, spans, lead)
 
     def apply(self, prepared: protocol.Prepared) -> Applied:
         """Send prepared writes: records and buckets of every document, in batch order.
@@ -326,9 +346,12 @@ class RedisGateway:
         if packed.pipe is not None:
             return self._bucket_replies(packed)
         writes = packed.writes
+        touch = ScriptPipeline(self.client)  # (its own exchange: the records live in other slots)
+        if self._touch_written(touch, writes):
+            touch.execute()
         left = self.records.check(writes)
         sent, at = self.records.with_leftovers(writes, left)
-        found, hits = self._bucket_replies(self._pack(sent))
+        found, hits = self._bucket_replies(self._pack(sent, ScriptPipeline(self.client)))
         out = [found[i] if rows is not None else None for i, rows in zip(at, left, strict=True)]
         self.records.settle(writes, left, [f is not None for f in out])
         of_sent = np.full(len(sent), -1, dtype=np.int64)
@@ -342,6 +365,8 @@ class RedisGateway:
         assert prepared.pipe is not None
         writes, pipe = prepared.writes, prepared.pipe
         replies = iter(pipe.execute() if len(pipe) else [])
+        for _ in range(prepared.lead):
+            next(replies)
         found: list[Packed | None] = []
         hits: list[Hits] = []
         at = 0
@@ -592,7 +617,9 @@ class RedisGateway:
         """Queue scripts/touch.lua: the documents a later document's alert named start their age again (only
         those with a touch time: one being expired or forgotten is not brought back)."""
         if nums:
-            cast(ScriptPipeline, exchange).script(self._touch, [self.keys.touched], list(dict.fromkeys(nums)))
+            k = self.keys
+            args = argv.touch(argv.TOUCH_NAMED, nums)
+            cast(ScriptPipeline, exchange).script(self._touch, [k.touched, k.expiring], args)
 
     def claim_expiry(self, limit: int, lease_ms: int) -> Claim:
         """scripts/expire_claim.lua with this index's window."""

@@ -145,8 +145,7 @@ class MemoryGateway:
         newer delete's tombstone says no), records and tombstones (RedisGateway.states)."""
         if not requests:
             return []
-        touch = self._now_ms() if self.serving and self.spec.windowed else None
-        resolved = scripts.resolve_ids(self.store, requests, touch)
+        resolved = scripts.resolve_ids(self.store, requests)
         return states_of(requests, resolved, self.load_records, flights)
 
     def load_records(self, nums: Iterable[int]) -> dict[int, Record | None]:
@@ -233,11 +232,14 @@ class MemoryGateway:
         return MemoryWrites(writes)
 
     def apply(self, prepared: Prepared) -> Applied:
-        """Apply prepared writes as RedisGateway does on a single Redis: one lua.BUCKETS call per
+        """Apply prepared writes as RedisGateway does on a single Redis: the documents kept touched first (a
+        retention window: scripts/touch.lua's twin), then one lua.BUCKETS call per
         ``APPLY_CHUNK`` writes, in order. Per write the ids read in the buckets it joined (None when its
         record had changed since it was read: nothing of it written); and the buckets joined that were there
         already."""
         writes = cast(MemoryWrites, prepared).writes
+        if self.serving and self.spec.windowed:  # the documents kept, touched before they are written
+            scripts.touch(self.store, [w.num for w in writes if not w.delete], self._now_ms, written=True)
         fresh = FRESH_PER_CALL if self.serving else 0
         found: list[Packed | None] = []
         hits: list[Hits] = []

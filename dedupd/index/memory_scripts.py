@@ -298,12 +298,9 @@ def _give_up(
 
 
 # ----- lua.RESOLVE_IDS, lua.EMIT_MANY / lua.REPLY -----
-def resolve_ids(
-    store: MemoryStore, requests: Sequence[tuple[str, bool, str]], touch_at: int | None = None
-) -> list[tuple[int, str, int]]:
+def resolve_ids(store: MemoryStore, requests: Sequence[tuple[str, bool, str]]) -> list[tuple[int, str, int]]:
     """Per (doc id, create, entry id): n (existing), -n (newly assigned), 0 (unknown); its tombstone; 1 when
-    its document is being expired (nothing assigned or touched). With ``touch_at`` (ms: the server's time),
-    the documents of the requests that create are touched."""
+    its document is being expired (nothing assigned). Nothing is touched."""
     out = []
     for doc_id, create, entry in requests:
         n = store.ids.get(doc_id)
@@ -313,8 +310,6 @@ def resolve_ids(
             store.seq += 1
             store.ids[doc_id] = store.seq
             n = -store.seq
-        if n is not None and not waits and create and touch_at is not None:
-            store.touched[abs(n)] = touch_at
         out.append((n or 0, tomb, waits))
     return out
 
@@ -651,11 +646,14 @@ def _holds_all(store: MemoryStore, root: int, nodes: list[int]) -> bool:
 
 
 # ----- the retention window (retention.py) -----
-def touch(store: MemoryStore, nums: Sequence[int], clock: Callable[[], int]) -> int:
-    """scripts/touch.lua: the documents with a touch time get the server's time (never an earlier one)."""
+def touch(store: MemoryStore, nums: Sequence[int], clock: Callable[[], int], written: bool = False) -> int:
+    """scripts/touch.lua: the documents get the server's time (never an earlier one): those with a touch time
+    (mode 'n'), or with ``written`` (mode 'w') every one not being expired."""
     now = clock()
     for n in nums:
-        if n in store.touched and store.touched[n] < now:
+        if (n in store.touched if not written else n not in store.expiring) and store.touched.get(
+            n, -1
+        ) < now:
             store.touched[n] = now
     return now
 

@@ -2,10 +2,10 @@
 
 With ``retention_s`` and/or ``max_documents`` in the index's spec, every document has a *touch* time (the
 Redis server's clock, ms) in a sorted set (:attr:`~dedupd.index.keys.Keys.touched`): set by its own upsert
-or append when the entry's id is resolved (scripts/resolve_ids.lua, before its record is written, so that a
-document is never expired between its write and its touch) and, with ``refresh_on_duplicate``, by a later
-document's alert naming it (scripts/touch.lua). Expiry runs in steps (daemon/expiry.py), each bounded by a
-limit, shared by the daemons through claims:
+or append when it is written (scripts/touch.lua, queued just before the write, so that a document is never
+expired between its write and its touch; an entry that is refused, deferred or dead-lettered touches nothing)
+and, with ``refresh_on_duplicate``, by a later document's alert naming it (the same script, another mode).
+Expiry runs in steps (daemon/expiry.py), each bounded by a limit, shared by the daemons through claims:
 
 1. ``expire_claim``: at most ``limit`` documents move from the touch set to the claims
    (:attr:`~dedupd.index.keys.Keys.expiring`, with a deadline): claims of a dead daemon whose deadline has

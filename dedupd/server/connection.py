@@ -64,6 +64,15 @@ RETRYABLE = (
     OSError,
 )
 
+# Errors that say nothing about the entries of a batch: never a reason to fail or dead-letter an entry.
+_NOT_THE_ENTRY = (*RETRYABLE, redis.exceptions.NoPermissionError)
+
+
+def not_the_entry(exc: BaseException) -> bool:
+    """Whether ``exc`` says nothing about the entries being processed (a passing server state, or a
+    permission the user lacks)."""
+    return isinstance(exc, _NOT_THE_ENTRY) or is_transient(exc)
+
 
 def wait_for_replicas(client: RedisClient, replicas: int, timeout_ms: int) -> None:
     """Block until ``replicas`` replicas of every primary acknowledged this client's writes (WAIT), so that a

@@ -1,22 +1,20 @@
--- resolve_ids: document ids to integer ids, created on demand unless a newer delete's tombstone says no; with
--- a retention window, the documents of upserts and appends are touched (retention.py).
+-- resolve_ids: document ids to integer ids, created on demand unless a newer delete's tombstone says no. It
+-- touches nothing (a retention window: an entry touches its document only when it is written, touch.lua, so
+-- an entry that is then refused or dead-lettered keeps no document alive).
 --
 -- KEYS[1] FWD: the id map, document id -> integer id (keys.id_forward)
 -- KEYS[2] SEQ: the integer id counter (keys.id_seq)
 -- KEYS[3] TOMB: the tombstones, document id -> '<version> <n>' (keys.tombstones)
--- KEYS[4] TOUCHED: when each document was last touched, integer id -> ms (keys.touched)
--- KEYS[5] EXPIRING: the documents being expired, integer id -> when the claim lapses (keys.expiring)
--- ARGV[1..] requests: triples (mode, id, entry id), mode "a" = get or assign, "A" = the same and touch it
---   (the Redis server's time), "g" = get only
+-- KEYS[4] EXPIRING: the documents being expired, integer id -> when the claim lapses (keys.expiring)
+-- ARGV[1..] requests: triples (mode, id, entry id), mode "a" = get or assign, "g" = get only
 --
 -- Returns per id: n (existing), -n (newly assigned), 0 (unknown: get only, or a tombstone at least as new as
 -- the entry), then the id's tombstone ('<version> <n>', '' = none), then 1 when its document is being
--- expired (its entry waits: nothing is assigned or touched), else 0. A deleted id is not re-created by an
+-- expired (its entry waits: nothing is assigned), else 0. A deleted id is not re-created by an
 -- entry older than its delete.
-local FWD, SEQ, TOMB, TOUCHED, EXPIRING = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local FWD, SEQ, TOMB, EXPIRING = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 --#include _stream_id
 local expiring = redis.call('EXISTS', EXPIRING) == 1
-local now
 local out = {}
 for i = 1, #ARGV, 3 do
   local mode, id, entry = ARGV[i], ARGV[i + 1], ARGV[i + 2]
@@ -34,13 +32,6 @@ for i = 1, #ARGV, 3 do
     out[#out + 1] = -n
   else
     out[#out + 1] = 0
-  end
-  if n and waits == 0 and mode == 'A' then
-    if not now then
-      local t = redis.call('TIME')
-      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    end
-    redis.call('ZADD', TOUCHED, now, n)
   end
   out[#out + 1] = tomb
   out[#out + 1] = waits
