@@ -14,7 +14,8 @@
 --
 -- Returns the server's time used (ms).
 local TOUCHED, EXPIRING = KEYS[1], KEYS[2]
-local written = ARGV[1] == 'w'
+local mode = ARGV[1]
+local written = mode == 'w'
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 for i = 2, #ARGV do
