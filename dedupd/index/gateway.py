@@ -169,6 +169,7 @@ class RedisGateway:
         self.encoding = ClusterEncoding(self._keyslot) if self.cluster else SingleEncoding()
         reg = client.register_script
         self._resolve, self._forget = reg(lua.RESOLVE_IDS), reg(unionfind.FORGET_IDS)
+        self._release = reg(lua.RELEASE_IDS)
         self._buckets, self._versions = reg(lua.BUCKETS), reg(lua.VERSIONS)
         self.records = ClusterRecords(client, keys, generation)  # used on a Redis Cluster
         self._emit, self._union = reg(lua.EMIT_MANY), reg(unionfind.UNION_ROOTS)
@@ -446,6 +447,13 @@ class RedisGateway:
         pipe.execute()
         self._drop_deficits([n for _, n, _ in deleted])
         self._known.forget(num for _, num, _ in deleted)  # (a node removed is its own root again)
+
+    def release(self, refused: Sequence[tuple[str, int]]) -> None:
+        """Ids resolved for documents then refused before anything of them was written (doc id, integer id):
+        forgotten while they still map to it (scripts/release_ids.lua; serving generation only, as
+        :meth:`forget`)."""
+        if refused and self.serving:
+            self._release(keys=[self.keys.id_forward], args=argv.release_ids(refused))
 
     def peek(self, bands: Sequence[U64Array]) -> list[Packed]:
         """The integer ids in the buckets of each band-hash row (one per shared bucket), read only: a query

@@ -5,7 +5,7 @@ It implements the :class:`~dedupd.index.protocol.Gateway` protocol on plain dict
 server. Each method does what RedisGateway's does on a single Redis, with the script it calls replaced by its
 twin in memory_scripts.py: records and buckets written in calls of ``APPLY_CHUNK`` documents (lua.BUCKETS),
 each later call's reads without the batch's new documents of the calls before it; evictions (lua.EVICT);
-ids, tombstones and the union-find with its rings (lua.RESOLVE_IDS, unionfind.py); outputs once per input entry id
+ids, tombstones and the union-find with its rings (lua.RESOLVE_IDS, lua.RELEASE_IDS, unionfind.py); outputs once per input entry id
 (lua.EMIT_MANY, lua.REPLY). The caches RedisGateway keeps in the process (record_cache.DecodedRecords,
 known_roots.KnownRoots) are kept the same way, so that the same batches give the same answers.
 
@@ -265,6 +265,11 @@ class MemoryGateway:
         scripts.forget_ids(self.store, deleted, self._now_ms(), self.tombstone_ttl_s * 1000)
         self._drop_deficits([num for _, num, _ in deleted])
         self._known.forget(num for _, num, _ in deleted)
+
+    def release(self, refused: Sequence[tuple[str, int]]) -> None:
+        """Ids resolved for documents refused before anything of them was written (RedisGateway.release)."""
+        if refused and self.serving:
+            scripts.release_ids(self.store, refused)
 
     def created(self, nums: Sequence[int]) -> None:
         """Documents a batch has just created: each its own root until unions take it in."""

@@ -1,5 +1,6 @@
 """The index's server-side scripts in Python on plain dicts and lists: twins of lua.BUCKETS, lua.EVICT, lua.DISPLACE,
-lua.RESOLVE_IDS, lua.EMIT_MANY/REPLY and unionfind.UNION_ROOTS/FIND_ROOTS/FORGET_IDS/CLUSTER_PAGE, for
+lua.RESOLVE_IDS, lua.RELEASE_IDS,
+lua.EMIT_MANY/REPLY and unionfind.UNION_ROOTS/FIND_ROOTS/FORGET_IDS/CLUSTER_PAGE, for
 index/memory.py.
 
 :class:`MemoryStore` is what a Redis server of one index holds (each field names the key of keys.py it stands
@@ -297,7 +298,7 @@ def _give_up(
     return give
 
 
-# ----- lua.RESOLVE_IDS, lua.EMIT_MANY / lua.REPLY -----
+# ----- lua.RESOLVE_IDS, lua.RELEASE_IDS, lua.EMIT_MANY / lua.REPLY -----
 def resolve_ids(store: MemoryStore, requests: Sequence[tuple[str, bool, str]]) -> list[tuple[int, str, int]]:
     """Per (doc id, create, entry id): n (existing), -n (newly assigned), 0 (unknown); its tombstone; 1 when
     its document is being expired (nothing assigned). Nothing is touched."""
@@ -312,6 +313,16 @@ def resolve_ids(store: MemoryStore, requests: Sequence[tuple[str, bool, str]]) -
             n = -store.seq
         out.append((n or 0, tomb, waits))
     return out
+
+
+def release_ids(store: MemoryStore, refused: Sequence[tuple[str, int]]) -> int:
+    """lua.RELEASE_IDS: forget each (doc id, n) while the id still maps to n; how many were forgotten."""
+    released = 0
+    for doc_id, n in refused:
+        if store.ids.get(doc_id) == n:
+            del store.ids[doc_id]
+            released += 1
+    return released
 
 
 def encode(value: Any) -> bytes:
