@@ -1,5 +1,5 @@
 """Gateway reads: what each write of a batch's bucket calls read, without the batch's new documents
-(gateway._reads: the same ids, in the same order, as taking them out of each read one by one; None for a
+(packed_writes.bucket_reads: the same ids, in the same order, as taking them out of each read one by one; None for a
 write whose record had changed); records read ahead (load_records' stash)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from helpers import drain, make_daemon, push, text
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dedupd.index.gateway import _reads
+from dedupd.index.packed_writes import bucket_reads
 
 read = st.one_of(st.none(), st.lists(st.integers(1, 12), max_size=8))
 
@@ -21,7 +21,7 @@ read = st.one_of(st.none(), st.lists(st.integers(1, 12), max_size=8))
 def test_reads_lose_exactly_the_batchs_new_documents(reads: list[list[int] | None], new: set[int]) -> None:
     packed = [None if r is None else np.array(r, dtype="<u4").tobytes() for r in reads]
     ids = np.array(sorted(new), dtype=np.uint32)
-    got = _reads(packed, ids)
+    got = bucket_reads(packed, ids)
     assert len(got) == len(reads)
     for before, after in zip(reads, got, strict=True):
         if before is None:

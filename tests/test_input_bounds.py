@@ -9,7 +9,7 @@ import time
 
 import pytest
 import redis
-from helpers import dead, drain, make_daemon, push
+from helpers import dead, drain, make_daemon, pending, push
 
 from dedupd.daemon.dead_letters import kept_fields
 from dedupd.daemon.entries import CUT_FIELD, DOC_TOO_LARGE, TOO_LARGE, Entry, Op, entry_bytes, parse_entry
@@ -147,6 +147,47 @@ def test_an_append_beyond_max_stored_bytes_is_dead_lettered_and_the_document_kep
     assert rec is not None and rec.entry_id == ids[2]  # as the last accepted append left it
     assert len(r.get(gw.record_key(rec.num)) or b"") <= 14_000
     assert int(r.xpending(Keys().docs, GROUP)["pending"]) == 0
+
+
+def _big(i: int) -> str:
+    """A text stored in ~8 kB (more than max_stored_bytes=6000), distinct per ``i``."""
+    return " ".join(f"w{i}x{j}" for j in range(2000))
+
+
+def test_new_documents_too_large_to_store_leave_no_id_behind(r: redis.Redis, redis_url: str) -> None:
+    """Distinct new ids each refused (doc_too_large) before anything was written: none stays in the id map (a
+    producer could grow Redis without bound), and stats counts only the documents indexed. An id with an
+    indexed version keeps it when its update is refused; a redelivery of a refused entry changes nothing."""
+    daemon = make_daemon(redis_url, max_stored_bytes=6_000)
+    push(r, [{"id": "kept", "text": "a short document that fits"}])
+    drain(daemon)
+    kept = daemon.gateway.nums_of(["kept"])[0]
+    entries = push(r, [{"id": f"big{i}", "text": _big(i)} for i in range(20)])
+    push(r, [{"id": "kept", "text": _big(99)}, {"id": "small", "text": "another short one"}])
+    drain(daemon)
+    assert [x[b"error"] for x in dead(r)] == [DOC_TOO_LARGE.encode()] * 21
+    assert sorted(r.hkeys(Keys().id_forward)) == [b"kept", b"small"]
+    assert daemon.gateway.nums_of(["kept"]) == [kept]
+    assert collect(r, Keys()).documents == 2
+    fields = dict(r.xrange(Keys().docs, entries[0], entries[0]))[entries[0].encode()]
+    daemon.handle([(entries[0], fields)], None)  # (redelivered)
+    assert sorted(r.hkeys(Keys().id_forward)) == [b"kept", b"small"] and len(dead(r)) == 21
+
+
+def test_a_new_id_assigned_by_a_deferred_entry_is_forgotten_when_every_entry_is_refused(
+    r: redis.Redis, redis_url: str
+) -> None:
+    """Two entries of one new document, each too large, held by two daemons: the newer one waits for the older
+    (its id assigned while it waits), the older one is refused, then the newer one: no id is left."""
+    a = make_daemon(redis_url, consumer="a", max_stored_bytes=6_000, batch_size=1)
+    b = make_daemon(redis_url, consumer="b", max_stored_bytes=6_000, batch_size=1)
+    push(r, [{"id": "x", "text": _big(1)}, {"id": "x", "text": _big(2)}])
+    older, newer = a.stream.read_new(1, 10), b.stream.read_new(1, 10)
+    assert b.handle(newer, None).deferred == [newer[0][0]]  # (waits for the older one, in flight)
+    a.handle(older, None)
+    drain(b)
+    assert pending(r) == 0 and len(dead(r)) == 2
+    assert r.hlen(Keys().id_forward) == 0
 
 
 def test_seen_markers_are_pruned_on_a_timer(r: redis.Redis, redis_url: str) -> None:

@@ -293,6 +293,30 @@ def case_too_large(ix: Index) -> None:
     assert ix.gw.load_records([ix.num("big")]) == {ix.num("big"): None} and ix.num("small") > 0
 
 
+def case_too_large_new_ids(ix: Index) -> None:
+    """New ids whose documents would be stored larger than max_stored_bytes leave nothing behind (no id, no
+    record, no bucket), whether new since ever or since a delete; an id with an indexed version keeps it and
+    its record when its update is refused; a redelivery of a refused entry changes nothing."""
+    ix.setup(max_stored_bytes=1024)
+    rng = random.Random(34)
+    ix.run([{"id": "kept", "text": text(rng, 20)}, {"id": "gone", "text": text(rng, 20)}])
+    ix.run([{"id": "gone", "op": "delete"}])
+    kept, before = ix.num("kept"), ix.snapshot()["records"]
+    raw = ix.run(
+        [
+            *({"id": f"big{i}", "text": text(rng, 400)} for i in range(5)),
+            {"id": "kept", "text": text(rng, 400)},
+            {"id": "gone", "text": text(rng, 400)},
+        ]
+    )
+    assert len(ix.stream(ix.keys.dead)) == 7
+    state = ix.snapshot()
+    assert state["ids"] == {"kept": kept} and state["records"] == before
+    assert set(state["tombstones"]) == {"gone"}
+    ix.process(raw[:2])
+    assert ix.snapshot()["ids"] == {"kept": kept} and len(ix.stream(ix.keys.dead)) == 7
+
+
 def case_in_batch(ix: Index) -> None:
     """Copies in one batch: each later copy names the earlier ones."""
     rng = random.Random(2)

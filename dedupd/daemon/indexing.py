@@ -3,14 +3,15 @@
 :func:`plan_run` reads the documents' stored state and decides what each entry does (planner.py);
 :func:`fingerprint` computes what changes (the documents after the steps, their band hashes, the record
 and bucket writes; a document that would be stored larger than ``max_stored_bytes`` is left as it was);
-:func:`index` writes the records and buckets in one exchange, forgets deleted documents, and looks the
-queries up (read only, after the writes: a query sees the documents of its batch before it). Each returns
-a new value; the :class:`~dedupd.daemon.batch.Run` that comes out is what verification starts from.
+:func:`index` writes the records and buckets in one exchange, forgets deleted documents and the ids given
+to new documents refused before anything of them was written (:func:`unwritten_ids`), and looks the queries
+up (read only, after the writes: a query sees the documents of its batch before it). Each returns a new
+value; the :class:`~dedupd.daemon.batch.Run` that comes out is what verification starts from.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,6 +62,18 @@ def too_large(record: bytes | None, max_stored_bytes: int) -> str | None:
     )
 
 
+def unwritten_ids(steps: Sequence[Step], refused: Iterable[int]) -> list[tuple[str, int]]:
+    """The (doc id, integer id) of the ``refused`` steps whose document has no record: their ids were given
+    out (resolve_ids.lua) for a document of which nothing was written, and are released (else each refused new
+    id would stay in the id map for ever). An id whose document has a record keeps it.
+
+    >>> new = Step(Entry("1-0", Op.UPSERT, "big", "...", None, None, None), Action.SKIP, 7, None)
+    >>> unwritten_ids([new], [0])
+    [('big', 7)]
+    """
+    return [(steps[i].entry.doc_id, steps[i].num) for i in refused if steps[i].old is None and steps[i].num]
+
+
 def plan_run(gw: Gateway, entries: Sequence[Entry], flights: Sequence[tuple[str, ...]] | None) -> list[Step]:
     """What each entry does, from its document's stored state (``flights``: the documents' entries in flight,
     from the consumer stream; None when entries are replayed in order, as a rebuild does)."""
@@ -108,7 +121,7 @@ def band_hashes(gw: Gateway, fps: Sequence[Fingerprint | None]) -> list[U64Array
 
 def index(gw: Gateway, run: Fingerprinted, after: Handoff | None = None) -> Run:
     """Write the run's records and buckets (one exchange, once the batch in hand lets it: ``after``), forget
-    its deleted documents, and look its queries up."""
+    its deleted documents and the ids given to refused new ones, and look its queries up."""
     steps = run.steps
     prepared = gw.prepare(run.writes)
     if after is not None:
@@ -127,6 +140,7 @@ def index(gw: Gateway, run: Fingerprinted, after: Handoff | None = None) -> Run:
             if s.action is Action.APPLY and s.entry.op is Op.DELETE and f is not None
         ]
     )
+    gw.release(unwritten_ids(steps, run.refused))
     queries = [i for i, s in enumerate(steps) if s.action is Action.QUERY and run.new_bands[i].size]
     for i, f in zip(queries, gw.peek([run.new_bands[i] for i in queries]), strict=True):
         found[i] = f

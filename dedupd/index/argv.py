@@ -195,6 +195,18 @@ def union_live(cap: int, groups: Iterable[tuple[int, str, Sequence[tuple[int, st
     return out
 
 
+def release_ids(released: Iterable[tuple[str, int]]) -> list[Arg]:
+    """release_ids.lua: per document refused before anything of it was written, its id and integer id.
+
+    >>> release_ids([("a", 3), ("b", 4)])
+    ['a', 3, 'b', 4]
+    """
+    out: list[Arg] = []
+    for doc_id, num in released:
+        out += [doc_id, num]
+    return out
+
+
 def forget_ids(now_ms: int, ttl_ms: int, deleted: Iterable[tuple[str, int, str]]) -> list[Arg]:
     """forget_ids.lua: the time, the tombstones' lifetime, then per deleted document its id, its integer id
     (0: none) and the delete's entry id."""

@@ -12,13 +12,15 @@ consumer inserted a moment before.
 
 Ids, tombstones and the union-find of clusters (unionfind.py) are shared by the generations; only the
 serving generation's gateway forgets ids, leaves tombstones and removes deleted documents' union-find nodes.
+
+Beside it: opening.py opens an index (its spec and generation), packed_writes.py packs a batch's writes
+and takes its reads out of the replies, window_calls.py holds the retention window's calls (a base class).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -40,12 +42,14 @@ from dedupd.index.buckets import (
 from dedupd.index.cluster_page import ClusterPage, PageReply, checked_args, page_of, page_steps
 from dedupd.index.cluster_records import ClusterRecords
 from dedupd.index.docstate import DocState, states_of
-from dedupd.index.keys import Keys, Meta
+from dedupd.index.keys import Keys
 from dedupd.index.known_roots import KnownRoots
+from dedupd.index.opening import open_spec
+from dedupd.index.packed_writes import PackedWrites, bucket_reads, new_documents
 from dedupd.index.protocol import APPLY_CHUNK, NO_IDS, Applied, Emitted, Exchange, Packed, RecordsRead, Unions
 from dedupd.index.record import Record, cluster_name, decode_records
 from dedupd.index.record_cache import DecodedRecords
-from dedupd.index.retention import Claim
+from dedupd.index.window_calls import WindowCalls
 from dedupd.server.connection import RedisClient, ScriptPipeline, is_cluster
 from dedupd.similarity.bounds import ANCHORS_KEPT, FRESH_PER_CALL, NEWEST_KEPT, Bounds
 from dedupd.similarity.fingerprint import Fingerprinter
@@ -56,96 +60,9 @@ from dedupd.similarity.spec import IndexSpec
 __all__ = ["APPLY_CHUNK", "NO_IDS", "Emitted", "Packed", "PackedWrites", "RedisGateway", "open_spec"]
 
 
-def open_spec(
-    client: RedisClient,
-    keys: Keys,
-    spec: IndexSpec,
-    follow: Callable[[IndexSpec], IndexSpec] | None = None,
-) -> tuple[IndexSpec, int]:
-    """The serving spec and generation, creating the index with ``spec`` if there is none.
-
-    An existing index is served by ``follow(stored)`` (the settings' :meth:`~dedupd.settings.Settings.serving_spec`:
-    what was not given follows the index), or, without ``follow``, only when ``spec`` is the stored one. An
-    index stored before threshold and verify were part of its spec adopts the requested ones.
-
-    Raises:
-        ParameterMismatchError: when the index has another spec than the one required (names where the
-            differing values were given and `dedupd rebuild`).
-    """
-    client.hsetnx(keys.meta, Meta.SPEC, spec.to_json())
-    client.hsetnx(keys.meta, Meta.GEN, 0)
-    raw, gen = client.hmget(keys.meta, [Meta.SPEC, Meta.GEN])
-    assert raw is not None
-    if IndexSpec.lacks_verdict(raw):
-        client.hset(
-            keys.meta,
-            Meta.SPEC,
-            IndexSpec.from_json(raw)
-            .with_changes({"threshold": spec.threshold, "verify": spec.verify})
-            .to_json(),
-        )
-        raw = client.hget(keys.meta, Meta.SPEC)
-        assert raw is not None
-    stored = IndexSpec.from_json(raw)
-    if follow is not None:
-        spec = follow(stored)
-    else:
-        spec.require_same(stored, keys.prefix)
-    # the union-find counts children from here on: the ids given out before (an earlier version) stay uncounted
-    client.register_script(unionfind.SET_FLOOR)(keys=[keys.uf_floor, keys.id_seq, keys.uf_ring_floor])
-    return spec, int(gen or 0)
-
-
-def _new_documents(writes: Sequence[DocWrite]) -> Packed:
-    """The integer ids of the new documents (no record before) that ``writes`` add to buckets.
-
-    A later chunk of a batch's BUCKETS calls reads the buckets after the earlier chunks joined them: these
-    are left out of its reads, as one call would have (a document sees the batch's documents before it
-    through bounds.batch_predecessors). An updated document may have been in a bucket before the batch:
-    it stays.
-    """
-    nums = [w.num for w in writes if w.expected == "" and w.add.size and not w.rejoin]
-    return np.array(nums, dtype=np.uint32) if nums else NO_IDS
-
-
-def _reads(packed: Sequence[bytes | None], ids: Packed) -> list[Packed | None]:
-    """Each write's read from its ids packed as uint32 LE (None: its record had changed, nothing written),
-    without ``ids``: one array and one membership test for all of them, each read a slice of it.
-
-    >>> [None if r is None else r.tolist() for r in _reads([b"", None, bytes([1, 0, 0, 0, 2, 0, 0, 0])], np.array([2], np.uint32))]
-    [[], None, [1]]
-    """
-    sizes = np.array([len(p) // 4 if p else 0 for p in packed], dtype=np.int64)
-    if not sizes.any():  # different documents: nothing read
-        return [None if p is None else NO_IDS for p in packed]
-    flat = np.frombuffer(b"".join(p for p in packed if p), dtype="<u4")
-    if ids.size:
-        keep = ~np.isin(flat, ids)
-        if not keep.all():  # (a flood's later chunks: the batch's copies before them)
-            owner = np.repeat(np.arange(sizes.size), sizes)
-            sizes, flat = np.bincount(owner[keep], minlength=sizes.size), flat[keep]
-    ends = np.cumsum(sizes).tolist()
-    return [
-        None if p is None else flat[end - n : end] if n else NO_IDS
-        for p, n, end in zip(packed, sizes.tolist(), ends, strict=True)
-    ]
-
-
-@dataclass(frozen=True, slots=True)
-class PackedWrites:
-    """A batch's writes packed for the server (:meth:`RedisGateway.prepare`): the writes, and on a single
-    Redis the bucket calls in one pipeline not yet sent, with per chunk its size, operations and rows, after
-    ``lead`` calls whose replies are not the writes' (the touch of the documents written)."""
-
-    writes: Sequence[DocWrite]
-    pipe: ScriptPipeline | None
-    spans: list[tuple[int, BucketOps | None, list[npt.NDArray[np.int64]]]]
-    lead: int = 0
-
-
-class RedisGateway:
+class RedisGateway(WindowCalls):
     """Redis operations on one generation of one index (one prefix): the :class:`~dedupd.index.protocol.Gateway`
-    on Redis."""
+    on Redis (the retention window's calls in its base, window_calls.WindowCalls)."""
 
     def __init__(
         self,
@@ -169,6 +86,7 @@ class RedisGateway:
         self.encoding = ClusterEncoding(self._keyslot) if self.cluster else SingleEncoding()
         reg = client.register_script
         self._resolve, self._forget = reg(lua.RESOLVE_IDS), reg(unionfind.FORGET_IDS)
+        self._release = reg(lua.RELEASE_IDS)
         self._buckets, self._versions = reg(lua.BUCKETS), reg(lua.VERSIONS)
         self.records = ClusterRecords(client, keys, generation)  # used on a Redis Cluster
         self._emit, self._union = reg(lua.EMIT_MANY), reg(unionfind.UNION_ROOTS)
@@ -290,21 +208,6 @@ class RedisGateway:
         pipe = ScriptPipeline(self.client)
         return self._pack(writes, pipe, self._touch_written(pipe, writes))
 
-    def _touch_written(self, pipe: ScriptPipeline, writes: Sequence[DocWrite]) -> int:
-        """Queue scripts/touch.lua for the documents ``writes`` keep (not those they delete), before the writes
-        (a document is never expired between its write and its touch): with a retention window an upsert or
-        append touches its document when it is written, and only then (an entry refused, deferred or
-        dead-lettered touches nothing); a rebuild's replay touches nothing. Returns the calls queued."""
-        if not (self.serving and self.spec.windowed):
-            return 0
-        nums = [w.num for w in writes if not w.delete]
-        if not nums:
-            return 0
-        k = self.keys
-        args = argv.touch(argv.TOUCH_WRITTEN, nums)
-        pipe.script(self._touch, [k.touched, k.expiring], args)
-        return 1
-
     def _pack(self, writes: Sequence[DocWrite], pipe: ScriptPipeline, lead: int = 0) -> PackedWrites:
         """The bucket calls of ``writes`` (with their record checks on a single Redis) in ``pipe``, after its
         ``lead`` calls."""
@@ -380,7 +283,7 @@ class RedisGateway:
                 hits += [
                     Hits.of(ops, rows, group[size], at) for rows, group in zip(call_rows, groups, strict=True)
                 ]
-            found += _reads(chunk, _new_documents(writes[:at]))
+            found += bucket_reads(chunk, new_documents(writes[:at]))
             at += size
         return found, Hits.join(hits)
 
@@ -446,6 +349,13 @@ class RedisGateway:
         pipe.execute()
         self._drop_deficits([n for _, n, _ in deleted])
         self._known.forget(num for _, num, _ in deleted)  # (a node removed is its own root again)
+
+    def release(self, refused: Sequence[tuple[str, int]]) -> None:
+        """Ids resolved for documents then refused before anything of them was written (doc id, integer id):
+        forgotten while they still map to it (scripts/release_ids.lua; serving generation only, as
+        :meth:`forget`)."""
+        if refused and self.serving:
+            self._release(keys=[self.keys.id_forward], args=argv.release_ids(refused))
 
     def peek(self, bands: Sequence[U64Array]) -> list[Packed]:
         """The integer ids in the buckets of each band-hash row (one per shared bucket), read only: a query
@@ -611,48 +521,6 @@ class RedisGateway:
                 if n:
                     pipe.hincrby(self.keys.counters, name, n)
             pipe.execute()
-
-    # ----- the retention window (retention.py) -----
-    def touch(self, exchange: Exchange, nums: Sequence[int]) -> None:
-        """Queue scripts/touch.lua: the documents a later document's alert named start their age again (only
-        those with a touch time: one being expired or forgotten is not brought back)."""
-        if nums:
-            k = self.keys
-            args = argv.touch(argv.TOUCH_NAMED, nums)
-            cast(ScriptPipeline, exchange).script(self._touch, [k.touched, k.expiring], args)
-
-    def claim_expiry(self, limit: int, lease_ms: int) -> Claim:
-        """scripts/expire_claim.lua with this index's window."""
-        k, spec = self.keys, self.spec
-        args = argv.expire_claim(spec.retention_s, spec.max_documents, limit, lease_ms)
-        return Claim.of(self._claim(keys=[k.touched, k.expiring, k.expiring_ids], args=args))
-
-    def note_expiry(self, deadline: int, notes: Sequence[tuple[int, str]]) -> None:
-        """scripts/expire_note.lua."""
-        if notes:
-            keys = [self.keys.expiring, self.keys.expiring_ids]
-            self._note(keys=keys, args=argv.expire_note(deadline, notes))
-
-    def finish_expiry(self, deadline: int, done: Sequence[tuple[int, str, str]]) -> int:
-        """scripts/expire_finish.lua (it counts the documents expired); the expired documents' roots known to
-        this process are forgotten."""
-        if not done:
-            return 0
-        k = self.keys
-        keys = [*self._uf, k.id_forward, k.uf_reps, k.touched, k.expiring, k.expiring_ids, k.expired_count]
-        pipe = self.exchange()
-        pipe.script(self._finish, keys, argv.expire_finish(deadline, done))
-        self._drop_deficits([num for num, _, _ in done], pipe)  # (in the same exchange)
-        expired = int(pipe.execute()[0])
-        self._known.forget(num for num, _, _ in done)
-        return expired
-
-    def _drop_deficits(self, nums: Sequence[int], pipe: ScriptPipeline | None = None) -> None:
-        """Forget the deficits (lua.DISPLACE: single Redis only) of documents deleted or expired (queued in
-        ``pipe`` when given)."""
-        if not self.cluster and (nums := [n for n in nums if n]):
-            fields = [n.to_bytes(4, "little") for n in nums]
-            (self.client if pipe is None else pipe).hdel(self.keys.deficits(self.generation), *fields)
 
     # ----- key names -----
     def _names(self, band_of: npt.NDArray[np.int64], shard_of: npt.NDArray[np.int64]) -> list[str]:

@@ -108,6 +108,7 @@ LAYOUT: dict[str, Mapping[str, Value]] = {
     "displace": {},
     # ids and the union-find (unionfind.py)
     "resolve_ids": {},
+    "release_ids": {},
     "find_roots": {},
     "union_roots": {},
     "union_live": {},
@@ -205,6 +206,7 @@ VERSIONS = load("versions")
 EVICT = load("evict")
 DISPLACE = load("displace")
 RESOLVE_IDS = load("resolve_ids")
+RELEASE_IDS = load("release_ids")
 TOUCH = load("touch")
 EXPIRE_CLAIM = load("expire_claim")
 EXPIRE_NOTE = load("expire_note")

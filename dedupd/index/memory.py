@@ -1,13 +1,14 @@
 """The in-memory gateway of one index generation: :class:`MemoryGateway`, the twin of gateway.RedisGateway.
 
 It implements the :class:`~dedupd.index.protocol.Gateway` protocol on plain dicts and lists
-(memory_scripts.MemoryStore), so that a batch's stages run, and their decisions are tested, without a
-server. Each method does what RedisGateway's does on a single Redis, with the script it calls replaced by its
-twin in memory_scripts.py: records and buckets written in calls of ``APPLY_CHUNK`` documents (lua.BUCKETS),
-each later call's reads without the batch's new documents of the calls before it; evictions (lua.EVICT);
-ids, tombstones and the union-find with its rings (lua.RESOLVE_IDS, unionfind.py); outputs once per input entry id
-(lua.EMIT_MANY, lua.REPLY). The caches RedisGateway keeps in the process (record_cache.DecodedRecords,
-known_roots.KnownRoots) are kept the same way, so that the same batches give the same answers.
+(memory_store.MemoryStore), so that a batch's stages run, and their decisions are tested, without a server.
+Each method does what RedisGateway's does on a single Redis, with the script it calls replaced by its twin in
+memory_scripts.py (the union-find's in memory_unionfind.py): records and buckets written in calls of
+``APPLY_CHUNK`` documents (lua.BUCKETS), each later call's reads without the batch's new documents of the
+calls before it; evictions (lua.EVICT); ids, tombstones and the union-find with its rings (lua.RESOLVE_IDS,
+lua.RELEASE_IDS, unionfind.py); outputs once per input entry id (lua.EMIT_MANY, lua.REPLY). The caches
+RedisGateway keeps in the process (record_cache.DecodedRecords, known_roots.KnownRoots) are kept the same
+way, so that the same batches give the same answers.
 
 An exchange queues closures and runs them, in order, on :meth:`MemoryExchange.execute`, as a pipeline
 sends its commands. Not modelled: Redis Cluster (its record checks in separate calls, cluster_records.py),
@@ -29,13 +30,14 @@ import numpy as np
 import numpy.typing as npt
 
 from dedupd.index import memory_scripts as scripts
+from dedupd.index import memory_unionfind as uf_twin
 from dedupd.index import unionfind
 from dedupd.index.buckets import DocWrite, Evictions, Hits, Placements, bucket_keys, bucket_ops
 from dedupd.index.cluster_page import ClusterPage, PageReply, checked_args, page_of, page_steps
 from dedupd.index.docstate import DocState, states_of
 from dedupd.index.keys import Keys
 from dedupd.index.known_roots import KnownRoots
-from dedupd.index.memory_scripts import MemoryStore
+from dedupd.index.memory_store import MemoryStore
 from dedupd.index.protocol import (
     APPLY_CHUNK,
     NO_IDS,
@@ -88,7 +90,7 @@ class MemoryWrites:
 
 
 def _new_documents(writes: Sequence[DocWrite]) -> set[int]:
-    """The integer ids of the new documents ``writes`` add to buckets (gateway._new_documents): a later
+    """The integer ids of the new documents ``writes`` add to buckets (packed_writes.new_documents): a later
     BUCKETS call of the batch reads without them."""
     return {w.num for w in writes if w.expected == "" and w.add.size and not w.rejoin}
 
@@ -199,17 +201,17 @@ class MemoryGateway:
 
     def representatives(self, roots: Sequence[int]) -> list[tuple[int, list[int]]]:
         """Per cluster root, the root now and its representatives (RedisGateway.representatives)."""
-        return scripts.representatives(self.store, roots)
+        return uf_twin.representatives(self.store, roots)
 
     def _find_roots(self, nums: Sequence[int]) -> list[int]:
-        found = scripts.find_roots(self.store, nums)
+        found = uf_twin.find_roots(self.store, nums)
         self._known.learn_found(nums, found)
         return found
 
     def cluster_page(self, doc_id: str, cursor: str | None = None, limit: int = 100) -> ClusterPage:
         """A page of the members of ``doc_id``'s cluster (RedisGateway.cluster_page)."""
         at = checked_args(limit, cursor)
-        reply = PageReply.of(scripts.cluster_page(self.store, doc_id, at, limit, page_steps(limit)))
+        reply = PageReply.of(uf_twin.cluster_page(self.store, doc_id, at, limit, page_steps(limit)))
         stored = {n: self.store.records.get(self.record_key(n)) for n in [*reply.nums, reply.root]}
         return page_of(doc_id, cursor is None, reply, stored, self._name(reply.root, stored[reply.root]))
 
@@ -262,9 +264,14 @@ class MemoryGateway:
         tombstones (serving generation only)."""
         if not deleted or not self.serving:
             return
-        scripts.forget_ids(self.store, deleted, self._now_ms(), self.tombstone_ttl_s * 1000)
+        uf_twin.forget_ids(self.store, deleted, self._now_ms(), self.tombstone_ttl_s * 1000)
         self._drop_deficits([num for _, num, _ in deleted])
         self._known.forget(num for _, num, _ in deleted)
+
+    def release(self, refused: Sequence[tuple[str, int]]) -> None:
+        """Ids resolved for documents refused before anything of them was written (RedisGateway.release)."""
+        if refused and self.serving:
+            scripts.release_ids(self.store, refused)
 
     def created(self, nums: Sequence[int]) -> None:
         """Documents a batch has just created: each its own root until unions take it in."""
@@ -298,14 +305,14 @@ class MemoryGateway:
         ``unnamed`` roots read before the unions, for their names (RedisGateway.union)."""
         names: dict[int, str] = {}
         if exchange is None:
-            reply = scripts.union_roots(self.store, self.bounds.representatives, groups)
+            reply = uf_twin.union_roots(self.store, self.bounds.representatives, groups)
         else:
             pipe = cast(MemoryExchange, exchange)
             wanted = list(dict.fromkeys(unnamed))
             first = len(pipe)
             for n in wanted:
                 pipe.queue(partial(self.store.records.get, self.record_key(n)))
-            pipe.queue(partial(scripts.union_roots, self.store, self.bounds.representatives, groups))
+            pipe.queue(partial(uf_twin.union_roots, self.store, self.bounds.representatives, groups))
             replies = pipe.execute()
             reply = replies[-1]
             names = {n: self._name(n, blob) for n, blob in zip(wanted, replies[first:-1], strict=True)}

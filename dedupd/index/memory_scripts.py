@@ -1,64 +1,58 @@
-"""The index's server-side scripts in Python on plain dicts and lists: twins of lua.BUCKETS, lua.EVICT, lua.DISPLACE,
-lua.RESOLVE_IDS, lua.EMIT_MANY/REPLY and unionfind.UNION_ROOTS/FIND_ROOTS/FORGET_IDS/CLUSTER_PAGE, for
-index/memory.py.
+"""The index's server-side scripts in Python on plain dicts and lists: twins of lua.BUCKETS, lua.EVICT,
+lua.DISPLACE, lua.RESOLVE_IDS, lua.RELEASE_IDS, lua.EMIT_MANY/REPLY and the retention window's scripts, for
+index/memory.py; the union-find's are in memory_unionfind.py (re-exported here).
 
-:class:`MemoryStore` is what a Redis server of one index holds (each field names the key of keys.py it stands
-for); each function does to it what one call of its script does to Redis, step by step in the script's order
-(the same reads, the same edge cases), so that a batch's decisions come out the same without a server. What
-the scripts do for speed only (lua.BUCKETS's table of bucket values read in the call, the union-find's view
-of its parent hash) is left out: it never changes what they answer.
+A :class:`~dedupd.index.memory_store.MemoryStore` is what a Redis server of one index holds (each field
+names the key of keys.py it stands for); each function does to it what one call of its script does to
+Redis, step by step in the script's order (the same reads, the same edge cases), so that a batch's decisions
+come out the same without a server. What the scripts do for speed only (lua.BUCKETS's table of bucket
+values read in the call) is left out: it never changes what they answer.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from dedupd.index.buckets import BucketOps, DocWrite, Evictions, Placements
 from dedupd.index.lua import FULL_BIT, REFUSED_BIT, Op
+from dedupd.index.memory_store import MemoryStore, stream_id
+from dedupd.index.memory_unionfind import (
+    Representatives,
+    UnionFind,
+    cluster_page,
+    find_roots,
+    forget_ids,
+    representatives,
+    union_roots,
+    walk,
+)
 from dedupd.index.record import record_entry_id
 
 _JOIN, _REJOIN, _LEAVE, _END = (op.value[0] for op in (Op.JOIN, Op.REJOIN, Op.LEAVE, Op.END))
 _WRITE, _DELETE = Op.CHECK_WRITE.value[0], Op.CHECK_DELETE.value[0]
-_SID = re.compile(r"(\d+)-(\d+)")
 
-
-@dataclass(slots=True)
-class MemoryStore:
-    """What the Redis server of one index (one prefix) holds, as plain values; shared by the gateways of its
-    generations and consumers as the server is."""
-
-    records: dict[str, bytes] = field(default_factory=dict)  # Keys.doc -> packed record (record.py)
-    buckets: dict[str, dict[int, list[int]]] = field(default_factory=dict)  # Keys.buckets -> field -> ids
-    ids: dict[str, int] = field(default_factory=dict)  # Keys.id_forward
-    seq: int = 0  # Keys.id_seq
-    tombstones: dict[str, str] = field(default_factory=dict)  # Keys.tombstones: '<entry id> <n>'
-    tombstone_expiry: dict[str, int] = field(default_factory=dict)  # Keys.tombstone_expiry (ms)
-    parent: dict[int, int] = field(default_factory=dict)  # Keys.uf_parent
-    children: dict[int, int] = field(default_factory=dict)  # Keys.uf_children
-    gone: dict[int, str] = field(default_factory=dict)  # Keys.uf_gone: '1', or '=' + an expired root's id
-    floor: int = 0  # Keys.uf_floor (unionfind.SET_FLOOR of a new index)
-    ring: dict[int, tuple[int, int]] = field(default_factory=dict)  # Keys.uf_ring: (next, prev)
-    ring_floor: int = 0  # Keys.uf_ring_floor (unionfind.SET_FLOOR of a new index)
-    reps: dict[int, list[list[int]]] = field(default_factory=dict)  # Keys.uf_reps: root -> [id, count] each
-    deficits: dict[str, dict[int, int]] = field(default_factory=dict)  # Keys.deficits -> id -> its deficit
-    streams: dict[str, list[dict[bytes, bytes]]] = field(default_factory=dict)  # entries as XRANGE reads them
-    seen: dict[str, dict[str, int]] = field(default_factory=dict)  # Keys.seen(stream): marker -> ms
-    counters: dict[str, int] = field(default_factory=dict)  # Keys.counters
-    touched: dict[int, int] = field(default_factory=dict)  # Keys.touched: n -> ms
-    expiring: dict[int, int] = field(default_factory=dict)  # Keys.expiring: n -> when the claim lapses (ms)
-    expiring_ids: dict[int, str] = field(default_factory=dict)  # Keys.expiring_ids
-    expired: int = 0  # Keys.expired_count
-
-
-def _sid(s: str) -> tuple[int, int]:
-    """lua.STREAM_ID's sid: 'ms-seq' (or a tombstone 'ms-seq n') as numbers, (0, 0) when it is none."""
-    m = _SID.match(s)
-    return (int(m[1]), int(m[2])) if m else (0, 0)
+__all__ = [  # (the union-find's twins and the store: where memory.py and the tests have found them)
+    "BucketsCall",
+    "MemoryStore",
+    "cluster_page",
+    "displace",
+    "emit",
+    "encode",
+    "evict",
+    "expire_claim",
+    "expire_finish",
+    "expire_note",
+    "find_roots",
+    "forget_ids",
+    "release_ids",
+    "representatives",
+    "resolve_ids",
+    "touch",
+    "union_roots",
+]
 
 
 def _entry_of(blob: bytes | None) -> str:
@@ -297,7 +291,7 @@ def _give_up(
     return give
 
 
-# ----- lua.RESOLVE_IDS, lua.EMIT_MANY / lua.REPLY -----
+# ----- lua.RESOLVE_IDS, lua.RELEASE_IDS, lua.EMIT_MANY / lua.REPLY -----
 def resolve_ids(store: MemoryStore, requests: Sequence[tuple[str, bool, str]]) -> list[tuple[int, str, int]]:
     """Per (doc id, create, entry id): n (existing), -n (newly assigned), 0 (unknown); its tombstone; 1 when
     its document is being expired (nothing assigned). Nothing is touched."""
@@ -306,12 +300,22 @@ def resolve_ids(store: MemoryStore, requests: Sequence[tuple[str, bool, str]]) -
         n = store.ids.get(doc_id)
         tomb = store.tombstones.get(doc_id, "")
         waits = int(n is not None and n in store.expiring)
-        if n is None and create and (tomb == "" or _sid(entry) > _sid(tomb)):
+        if n is None and create and (tomb == "" or stream_id(entry) > stream_id(tomb)):
             store.seq += 1
             store.ids[doc_id] = store.seq
             n = -store.seq
         out.append((n or 0, tomb, waits))
     return out
+
+
+def release_ids(store: MemoryStore, refused: Sequence[tuple[str, int]]) -> int:
+    """lua.RELEASE_IDS: forget each (doc id, n) while the id still maps to n; how many were forgotten."""
+    released = 0
+    for doc_id, n in refused:
+        if store.ids.get(doc_id) == n:
+            del store.ids[doc_id]
+            released += 1
+    return released
 
 
 def encode(value: Any) -> bytes:
@@ -340,309 +344,6 @@ def emit(
     for m in [m for m, t in seen.items() if t <= now - ttl_ms]:
         del seen[m]
     return n
-
-
-# ----- unionfind.py -----
-def find_roots(store: MemoryStore, nums: Sequence[int]) -> list[int]:
-    """unionfind.FIND_ROOTS: the root of each (read only)."""
-    return [_walk(store.parent, n)[0] for n in nums]
-
-
-def _walk(parent: dict[int, int], x: int) -> tuple[int, list[int]]:
-    root, path = x, []
-    for _ in range(100000):
-        p = parent.get(root, root)
-        if p == root:
-            break
-        path.append(root)
-        root = p
-    return root, path
-
-
-class UnionFind:
-    """unionfind._WRITES: the union-find as one script call changes it (children counted as it goes)."""
-
-    def __init__(self, store: MemoryStore) -> None:
-        self.s = store
-        self.added: dict[int, int] = {}  # children counted by this call, not yet in store.children
-        self.ring: dict[int, list[int]] = {}  # ring links this call read or changed, not yet in store.ring
-
-    def up(self, x: int) -> int:
-        return self.s.parent.get(x, x)
-
-    def counted(self, x: int) -> bool:
-        return x > self.s.floor
-
-    def has_children(self, n: int) -> bool:
-        return n in self.added or n in self.s.children
-
-    def flush_children(self) -> None:
-        for p, d in self.added.items():
-            self.s.children[p] = self.s.children.get(p, 0) + d
-        self.added = {}
-
-    def lost_child(self, p: int) -> None:
-        """p lost a child: a deleted document's node left without children goes, its parent loses one, ..."""
-        s = self.s
-        while self.counted(p):
-            left = s.children.get(p, 0) + self.added.pop(p, 0) - 1
-            if left > 0:
-                s.children[p] = left
-                return
-            s.children.pop(p, None)
-            if s.gone.pop(p, None) is None:  # a live document's node: it stays
-                return
-            q = self.up(p)
-            self.ring_leave(p)
-            if q == p:
-                return
-            del s.parent[p]
-            p = q
-
-    def set_parent(self, x: int, p: int) -> None:
-        old = self.up(x)
-        if old == p:
-            return
-        self.s.parent[x] = p
-        if self.counted(p):
-            self.added[p] = self.added.get(p, 0) + 1
-        if old != x:
-            self.lost_child(old)
-
-    def find(self, x: int) -> int:
-        root, path = _walk(self.s.parent, x)
-        for node in reversed(path[:-1]):
-            self.set_parent(node, root)
-        return root
-
-    def forget_node(self, n: int, name: str | None = None) -> None:
-        """A deleted (or, with its ``name``, expired) document's node; a root that stays keeps the name."""
-        if not self.counted(n):
-            return
-        if self.has_children(n):
-            self.s.gone[n] = f"={name}" if name is not None and self.up(n) == n else "1"
-            return
-        p = self.up(n)
-        self.ring_leave(n)
-        if p == n:
-            return
-        del self.s.parent[n]
-        self.lost_child(p)
-
-    def links(self, x: int) -> list[int]:
-        """x's next and previous node in its ring ([x, x] when it is alone), as this call has them."""
-        if x not in self.ring:
-            self.ring[x] = list(self.s.ring.get(x, (x, x)))
-        return self.ring[x]
-
-    def ring_join(self, a: int, b: int) -> None:
-        """Join the rings of a and b (_uf_ring.lua's ring_join)."""
-        an, bn = self.links(a)[0], self.links(b)[0]
-        self.links(a)[0], self.links(bn)[1], self.links(b)[0], self.links(an)[1] = bn, a, an, b
-
-    def ring_leave(self, x: int) -> None:
-        """Take x out of its ring."""
-        n, p = self.links(x)
-        if n != x:
-            self.links(p)[0], self.links(n)[1], self.links(x)[:] = n, p, [x, x]
-
-    def flush_ring(self) -> None:
-        for x, (n, p) in self.ring.items():
-            if n == x:
-                self.s.ring.pop(x, None)
-            else:
-                self.s.ring[x] = (n, p)
-        self.ring = {}
-
-    def vanished(self, m: int, doc_id: str) -> bool:
-        """A match deleted meanwhile, its node gone or never there: it joins nothing."""
-        s = self.s
-        return self.up(m) == m and self.counted(m) and s.ids.get(doc_id) != m and not self.has_children(m)
-
-
-class Representatives:
-    """_uf_reps.lua: the clusters' representatives as one script call changes them (written at its end)."""
-
-    def __init__(self, store: MemoryStore, cap: int) -> None:
-        self.s = store
-        self.cap = cap
-        self.view: dict[int, list[list[int]]] = {}
-
-    def of(self, r: int) -> list[list[int]]:
-        if r not in self.view:
-            self.view[r] = [list(e) for e in self.s.reps.get(r, [])]
-        return self.view[r]
-
-    @staticmethod
-    def rise(lst: list[list[int]], i: int) -> None:
-        while i > 0 and lst[i - 1][1] < lst[i][1]:
-            lst[i - 1], lst[i] = lst[i], lst[i - 1]
-            i -= 1
-
-    def count(self, r: int, m: int) -> None:
-        if self.cap < 1:
-            return
-        lst = self.of(r)
-        for i, e in enumerate(lst):
-            if e[0] == m:
-                e[1] += 1
-                self.rise(lst, i)
-                return
-        del lst[self.cap :]
-        if len(lst) < self.cap:
-            lst.append([m, 1])
-        else:
-            lst[-1] = [m, lst[-1][1] + 1]
-        self.rise(lst, len(lst) - 1)
-
-    def merge(self, a: int, b: int) -> None:
-        lb = self.of(b)
-        if not lb:
-            return
-        la = self.of(a)
-        for e in lb:
-            la.append(e)
-            self.rise(la, len(la) - 1)
-        del la[self.cap :]
-        self.view[b] = []
-
-    def drop(self, r: int, m: int) -> None:
-        lst = self.of(r)
-        for i, e in enumerate(lst):
-            if e[0] == m:
-                del lst[i]
-                return
-
-    def flush(self) -> None:
-        for r, lst in self.view.items():
-            if lst:
-                self.s.reps[r] = lst
-            else:
-                self.s.reps.pop(r, None)
-        self.view = {}
-
-
-def union_roots(
-    store: MemoryStore, cap: int, groups: Sequence[tuple[int, Sequence[tuple[int, str]]]]
-) -> list[int]:
-    """unionfind.UNION_ROOTS: per group the root after it, the root each match had before, the root n had;
-    each match counted in the representatives of n's cluster after it (not one deleted)."""
-    uf = UnionFind(store)
-    reps = Representatives(store, cap)
-    out: list[int] = []
-    for n, matches in groups:
-        was = uf.find(n)
-        roots: list[int] = []
-        done: set[int] = set()
-        lost: set[int] = set()
-        for j, (m, doc_id) in enumerate(matches):
-            if uf.vanished(m, doc_id):
-                roots.append(m)
-                done.add(m)
-                lost.add(j)
-            else:
-                roots.append(uf.find(m))
-        for r in roots:
-            if r not in done:
-                done.add(r)
-                a, b = uf.find(n), uf.find(r)
-                if a != b:
-                    uf.set_parent(max(a, b), min(a, b))
-                    uf.ring_join(min(a, b), max(a, b))
-                    reps.merge(min(a, b), max(a, b))
-        root = uf.find(n)
-        for j, (m, _) in enumerate(matches):
-            if j not in lost and m not in store.gone:
-                reps.count(root, m)
-        out += [root, *roots, was]
-    uf.flush_children()
-    uf.flush_ring()
-    reps.flush()
-    return out
-
-
-def representatives(store: MemoryStore, nums: Sequence[int]) -> list[tuple[int, list[int]]]:
-    """unionfind.REPRESENTATIVES (read only), as unionfind.representatives_replies gives it."""
-    out: list[tuple[int, list[int]]] = []
-    for n in nums:
-        root = _walk(store.parent, n)[0]
-        out.append((root, [m for m, _ in store.reps.get(root, [])]))
-    return out
-
-
-def forget_ids(store: MemoryStore, deleted: Sequence[tuple[str, int, str]], now: int, ttl_ms: int) -> int:
-    """unionfind.FORGET_IDS: forget each (doc id, n, delete's entry id), its node, leave its tombstone;
-    expired tombstones go (at most 256). Returns how many expired."""
-    uf = UnionFind(store)
-    reps = Representatives(store, 0)
-    for doc_id, n, entry in deleted:
-        if n != 0 and store.ids.get(doc_id) == n:
-            del store.ids[doc_id]
-            store.touched.pop(n, None)
-            reps.drop(_walk(store.parent, n)[0], n)
-            uf.forget_node(n)
-        tomb = store.tombstones.get(doc_id)
-        if tomb is None or _sid(entry) > _sid(tomb):
-            store.tombstones[doc_id] = f"{entry} {n}"
-            store.tombstone_expiry[doc_id] = now + ttl_ms
-    old = sorted((t, d) for d, t in store.tombstone_expiry.items() if t <= now)[:256]
-    for _, doc_id in old:
-        store.tombstones.pop(doc_id, None)
-        del store.tombstone_expiry[doc_id]
-    uf.flush_children()
-    uf.flush_ring()
-    reps.flush()
-    return len(old)
-
-
-def cluster_page(store: MemoryStore, doc_id: str, at: str, limit: int, steps: int) -> list[int]:
-    """unionfind.CLUSTER_PAGE: [state, root, whole, next, members...] of one page (read only)."""
-    start = store.ids.get(doc_id)
-    if start is None:
-        return [0, 0, 0, 0]
-    root = _walk(store.parent, start)[0]
-    out = [1, root, int(root > store.ring_floor), 0]
-    first = not at
-    if first:
-        node = start
-    else:
-        node = int(at)
-        if node == start or start not in store.ring or node not in store.ring:
-            out[0] = 2
-            return out
-        if _walk(store.parent, node)[0] != root:
-            out[0] = 2
-            return out
-    walked: list[int] = []
-    for _ in range(steps):
-        walked.append(node)
-        if node not in store.gone:
-            out.append(node)
-        node = store.ring.get(node, (node, node))[0]
-        if node == start:
-            if first and not out[2] and _holds_all(store, root, walked):
-                out[2] = 1
-            return out
-        if len(out) - 4 >= limit:
-            break
-    out[3] = node
-    return out
-
-
-def _holds_all(store: MemoryStore, root: int, nodes: list[int]) -> bool:
-    """cluster_page.lua's holds_all: whether the whole ring walked (``nodes``) holds every member of the
-    cluster of ``root``: it is the root's ring, and each of its nodes older than the rings is counted and has
-    as many children as point at it from the ring."""
-    if root not in nodes:
-        return False
-    kids: dict[int, int] = {}
-    for x in nodes:
-        p = store.parent.get(x, x)
-        if p != x:
-            kids[p] = kids.get(p, 0) + 1
-    return all(
-        x > store.floor and store.children.get(x, 0) == kids.get(x, 0) for x in nodes if x <= store.ring_floor
-    )
 
 
 # ----- the retention window (retention.py) -----
@@ -706,7 +407,7 @@ def expire_finish(store: MemoryStore, deadline: int, done: Sequence[tuple[int, s
         if what == "x":
             if store.ids.get(doc_id) == n:
                 del store.ids[doc_id]
-                reps.drop(_walk(store.parent, n)[0], n)
+                reps.drop(walk(store.parent, n)[0], n)
                 uf.forget_node(n, doc_id)
             expired += 1
         elif what == "k":

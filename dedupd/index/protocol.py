@@ -123,6 +123,10 @@ class Gateway(Protocol):
     def forget(self, deleted: Sequence[tuple[str, int, str]]) -> None:
         """Deleted documents (doc id, integer id, the delete's entry id): ids, union-find nodes, tombstones."""
 
+    def release(self, refused: Sequence[tuple[str, int]]) -> None:
+        """Ids given to documents refused before anything of them was written (doc id, integer id): forgotten
+        while they still map to it (serving generation only)."""
+
     def created(self, nums: Sequence[int]) -> None:
         """Documents a batch has just created: each its own root until unions take it in."""
 

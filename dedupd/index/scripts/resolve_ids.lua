@@ -1,6 +1,7 @@
 -- resolve_ids: document ids to integer ids, created on demand unless a newer delete's tombstone says no. It
 -- touches nothing (a retention window: an entry touches its document only when it is written, touch.lua, so
--- an entry that is then refused or dead-lettered keeps no document alive).
+-- an entry that is then refused or dead-lettered keeps no document alive). An id given out here to a document
+-- then refused before anything of it is written is released again (release_ids.lua).
 --
 -- KEYS[1] FWD: the id map, document id -> integer id (keys.id_forward)
 -- KEYS[2] SEQ: the integer id counter (keys.id_seq)
