@@ -174,6 +174,24 @@ def test_new_documents_too_large_to_store_leave_no_id_behind(r: redis.Redis, red
     assert sorted(r.hkeys(Keys().id_forward)) == [b"kept", b"small"] and len(dead(r)) == 21
 
 
+def test_a_refused_new_id_stays_while_a_rebuild_runs(r: redis.Redis, redis_url: str) -> None:
+    """While a rebuild holds its lease, a refused new document's id stays (the rebuild's replay of the same
+    entry may write the document under its own parameters with that id: released, the record would be left
+    without an id); once the rebuild is gone, the next refusal releases as before."""
+    keys = Keys()
+    daemon = make_daemon(redis_url, max_stored_bytes=6_000)
+    r.set(keys.rebuild_lease, "elsewhere:1:test", px=600_000)
+    daemon._follow()
+    push(r, [{"id": "big", "text": _big(1)}])
+    drain(daemon)
+    assert len(dead(r)) == 1 and r.hkeys(keys.id_forward) == [b"big"]
+    r.delete(keys.rebuild_lease)
+    daemon._follow()
+    push(r, [{"id": "big2", "text": _big(2)}])
+    drain(daemon)
+    assert len(dead(r)) == 2 and r.hkeys(keys.id_forward) == [b"big"]
+
+
 def test_a_new_id_assigned_by_a_deferred_entry_is_forgotten_when_every_entry_is_refused(
     r: redis.Redis, redis_url: str
 ) -> None:

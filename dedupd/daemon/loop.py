@@ -528,7 +528,7 @@ class Daemon:
         poll = self.generations.poll()
         if poll.rebuilding and not self.rebuilding:
             self.settle_expiry()  # (no step runs beside a rebuild that this daemon knows of)
-        self.rebuilding = poll.rebuilding
+        self.rebuilding = self.gateway.holds_ids = poll.rebuilding
         switching = poll.spec is not None and poll.gen != self.gateway.generation
         if switching or poll.paused_for != self.paused_for:
             self.settle()
@@ -543,6 +543,7 @@ class Daemon:
                 poll.spec.threshold,
             )
             self._serve(poll.spec, poll.gen)
+            self.gateway.holds_ids = self.rebuilding
             self.beat.now()
         if poll.paused_for != self.paused_for:
             if poll.paused_for is not None:

@@ -80,6 +80,7 @@ class RedisGateway(WindowCalls):
         self.spec = spec
         self.generation = generation
         self.serving = serving  # a generation being built by a rebuild never forgets ids nor emits
+        self.holds_ids = False  # a rebuild runs: refused documents' ids stay (release)
         self.tombstone_ttl_s = tombstone_ttl_s
         self.fingerprinter = Fingerprinter(spec, keep_shingles=spec.store_shingles)
         self.cluster = is_cluster(client)
@@ -353,8 +354,9 @@ class RedisGateway(WindowCalls):
     def release(self, refused: Sequence[tuple[str, int]]) -> None:
         """Ids resolved for documents then refused before anything of them was written (doc id, integer id):
         forgotten while they still map to it (scripts/release_ids.lua; serving generation only, as
-        :meth:`forget`)."""
-        if refused and self.serving:
+        :meth:`forget`). None while a rebuild runs (``holds_ids``): its replay of the same entry may write the
+        document under the new generation's parameters with the id it was given."""
+        if refused and self.serving and not self.holds_ids:
             self._release(keys=[self.keys.id_forward], args=argv.release_ids(refused))
 
     def peek(self, bands: Sequence[U64Array]) -> list[Packed]:

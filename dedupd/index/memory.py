@@ -121,6 +121,7 @@ class MemoryGateway:
         self.spec = spec
         self.generation = generation
         self.serving = serving  # a generation being built by a rebuild never forgets ids nor emits
+        self.holds_ids = False  # a rebuild runs: refused documents' ids stay (RedisGateway.release)
         self.tombstone_ttl_s = tombstone_ttl_s
         self.fingerprinter = Fingerprinter(spec, keep_shingles=spec.store_shingles)
         self._clock = clock
@@ -270,7 +271,7 @@ class MemoryGateway:
 
     def release(self, refused: Sequence[tuple[str, int]]) -> None:
         """Ids resolved for documents refused before anything of them was written (RedisGateway.release)."""
-        if refused and self.serving:
+        if refused and self.serving and not self.holds_ids:
             scripts.release_ids(self.store, refused)
 
     def created(self, nums: Sequence[int]) -> None:

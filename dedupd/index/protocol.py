@@ -74,6 +74,7 @@ class Gateway(Protocol):
     bounds: Bounds
     fingerprinter: Fingerprinter
     serving: bool  # a generation being built by a rebuild forgets no ids and emits nothing
+    holds_ids: bool  # a rebuild runs: the ids of refused documents stay (its replay may write them)
 
     def exchange(self) -> Exchange:
         """A new, empty exchange."""
@@ -125,7 +126,7 @@ class Gateway(Protocol):
 
     def release(self, refused: Sequence[tuple[str, int]]) -> None:
         """Ids given to documents refused before anything of them was written (doc id, integer id): forgotten
-        while they still map to it (serving generation only)."""
+        while they still map to it (serving generation only, and none while a rebuild runs: ``holds_ids``)."""
 
     def created(self, nums: Sequence[int]) -> None:
         """Documents a batch has just created: each its own root until unions take it in."""
