@@ -61,6 +61,7 @@ from bench_stream import FreshRedis  # noqa: E402
 from quality import connect_existing, used_memory  # noqa: E402
 
 from dedupd.daemon.loop import Daemon  # noqa: E402
+from dedupd.daemon.upkeep import tune_gc  # noqa: E402
 from dedupd.index.keys import Keys  # noqa: E402
 from dedupd.settings import load_settings  # noqa: E402
 
@@ -250,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             daemons[name] = Daemon(settings, client=None if side.shared else side.client)
             daemons[name].processor.warm_up()
+        tune_gc()  # (as `dedupd serve` does once its kernels are loaded)
         spent = {"window": 0.0, "none": 0.0}
         size = (n + CHUNKS - 1) // CHUNKS
         for c in range(CHUNKS):
