@@ -281,7 +281,8 @@ def test_three_consumers_one_killed_during_expiry_lose_nothing_double_nothing_ex
     """1,200 documents (600 pairs, each copy pushed right after its original) through a window of 800 and
     three `dedupd serve`, one killed -9 once expiry has begun and replaced: every pair alerted exactly once,
     no integer id given twice, exactly 800 documents left with nothing else of the 400 expired (no
-    tombstone, no claim, no id), and the last 700 pushed all indexed."""
+    tombstone, no claim, no id), and the last 600 pushed all indexed (the killed daemon's two batches in flight,
+    kept while they wait, may outlast 100 of the 700 pushed after the 400 that must go: README, slack)."""
     docs, expected = pairs_corpus(600, seed=7)
     env = {"DEDUPD_MAX_DOCUMENTS": "800", "DEDUPD_CLAIM_IDLE_MS": "1000", "DEDUPD_BATCH_SIZE": "50"}
     daemons = [Served(redis_url, tmp_path / f"d{i}.log", "--consumer", f"c{i}", **env) for i in range(3)]
@@ -305,7 +306,17 @@ def test_three_consumers_one_killed_during_expiry_lose_nothing_double_nothing_ex
     assert int(r.get(K.id_seq) or 0) == len(docs)  # no id assigned twice
     assert r.hlen(K.id_forward) == 800 and len(r.keys("dedupd:doc:*")) == 800
     assert not r.exists(K.tombstones) and not r.exists(K.expiring_ids)
-    assert all(r.hexists(K.id_forward, d["id"]) for d in docs[-700:])
+    # the window follows processing order: the killed daemon's documents (at most two batches of 50, written
+    # and not acknowledged) are kept while their entries wait and touched again by their redelivery, so they
+    # can outlast as many later ones; every other document of the last 700 pushed stays
+    early = [
+        at for at, d in enumerate(docs) if at >= len(docs) - 600 and not r.hexists(K.id_forward, d["id"])
+    ]
+    assert not early, f"expired early (positions pushed): {early}; kept: {_positions(r, docs)[:120]}"
+
+
+def _positions(r: redis.Redis, docs: list[dict[str, str]]) -> list[int]:
+    return [at for at, d in enumerate(docs) if r.hexists(K.id_forward, d["id"])]
 
 
 def test_a_document_whose_entry_is_unacknowledged_is_not_expired_and_brought_back_by_its_redelivery(
