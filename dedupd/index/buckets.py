@@ -39,6 +39,12 @@ class DocWrite:
     rejoin: bool = False  # already applied (a redelivery): read only the documents that joined before it
 
     @property
+    def adds_new(self) -> bool:
+        """Whether it adds a new document (no record before, not a redelivery) to buckets: a later chunk of
+        the batch's bucket calls reads without it (packed_writes.new_documents, its in-memory twin's too)."""
+        return self.expected == "" and bool(self.add.size) and not self.rejoin
+
+    @property
     def check_op(self) -> Op:
         """The record op: write, delete, or check only."""
         if self.record is not None:

@@ -92,7 +92,7 @@ class MemoryWrites:
 def _new_documents(writes: Sequence[DocWrite]) -> set[int]:
     """The integer ids of the new documents ``writes`` add to buckets (packed_writes.new_documents): a later
     BUCKETS call of the batch reads without them."""
-    return {w.num for w in writes if w.expected == "" and w.add.size and not w.rejoin}
+    return {w.num for w in writes if w.adds_new}
 
 
 def _packed(ids: Sequence[int]) -> Packed:

@@ -25,7 +25,7 @@ def new_documents(writes: Sequence[DocWrite]) -> Packed:
     through bounds.batch_predecessors). An updated document may have been in a bucket before the batch:
     it stays.
     """
-    nums = [w.num for w in writes if w.expected == "" and w.add.size and not w.rejoin]
+    nums = [w.num for w in writes if w.adds_new]
     return np.array(nums, dtype=np.uint32) if nums else NO_IDS
 
 
