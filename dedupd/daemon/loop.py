@@ -528,7 +528,7 @@ class Daemon:
         poll = self.generations.poll()
         if poll.rebuilding and not self.rebuilding:
             self.settle_expiry()  # (no step runs beside a rebuild that this daemon knows of)
-        self.rebuilding = self.gateway.holds_ids = poll.rebuilding
+        self.rebuilding = poll.rebuilding
         switching = poll.spec is not None and poll.gen != self.gateway.generation
         if switching or poll.paused_for != self.paused_for:
             self.settle()
@@ -543,8 +543,8 @@ class Daemon:
                 poll.spec.threshold,
             )
             self._serve(poll.spec, poll.gen)
-            self.gateway.holds_ids = self.rebuilding
             self.beat.now()
+        self.gateway.holds_ids = self.rebuilding  # (the generation served now)
         if poll.paused_for != self.paused_for:
             if poll.paused_for is not None:
                 log.info("a rebuild is switching to generation %d: pausing", poll.paused_for)
