@@ -201,6 +201,15 @@ class Settings(BaseSettings):
             " threshold) whose representatives it is also verified against, the nearest first (0: none)"
         ),
     )
+    near_miss_members: int = Field(
+        1024,
+        ge=0,
+        le=100_000,
+        description=(
+            "members of each nearly matched cluster a document is also verified against, walked from the"
+            " cluster's oldest (every member of a cluster of at most this many; 0: the representatives only)"
+        ),
+    )
 
     # bounded work per document (a flood of copies costs what as many different documents cost)
     bucket_members: int = Field(
@@ -220,7 +229,17 @@ class Settings(BaseSettings):
         ge=64,
         le=10_000,
         description=(
-            "distinct earlier clusters a document verifies and its alert names at most (a hub near many)"
+            "distinct earlier clusters an alert names at most, and a hub looks as deep into its batch"
+            " (a hub near many)"
+        ),
+    )
+    candidate_clusters: int = Field(
+        1024,
+        ge=1,
+        le=100_000,
+        description=(
+            "distinct earlier clusters whose best-ranked candidate a document verifies at most (at least"
+            " max_clusters of them)"
         ),
     )
 
@@ -422,6 +441,8 @@ class Settings(BaseSettings):
             self.max_clusters,
             representatives=self.representatives,
             near_miss_clusters=self.near_miss_clusters,
+            near_miss_members=self.near_miss_members,
+            candidate_clusters=self.candidate_clusters,
         )
 
     def index_spec(self) -> IndexSpec:

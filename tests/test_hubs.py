@@ -79,6 +79,24 @@ def test_an_alert_names_at_most_max_matches_plus_max_clusters(r: redis.Redis, re
     assert len(page.members) == SPOKES + 1
 
 
+def test_a_hub_near_more_clusters_than_an_alert_names_merges_them_all(r: redis.Redis, redis_url: str) -> None:
+    """300 spokes, each its own cluster, then the hub, one document a batch, buckets of 256 (they hold every
+    spoke). The hub verifies the best candidate of each of up to candidate_clusters (1024) clusters: its
+    alert names max_clusters (128) of them, one per cluster, and its union merges all 300. (Before
+    candidate_clusters it verified max_clusters + max_candidates, 192 at most, and merged no more: the
+    Debian long descriptions at 0.5 lost a -dev/-doc/-prof triple of a Haskell library this way, its
+    cluster ranked behind 128 others in a document's reads.)"""
+    spokes = 300
+    docs = hub(spokes, seed=11)
+    push(r, docs)
+    drain(make_daemon(redis_url, batch_size=1, bucket_members=256))
+    [alert] = alerts(r)
+    assert alert["id"] == "hub" and len(named(alert)) == 128  # (one per cluster: max_clusters)
+    with Client.connect(redis_url) as client:
+        page = client.cluster("hub", limit=1000)
+    assert len(page.members) == spokes + 1, f"{len(page.members) - 1} of {spokes} spokes merged"
+
+
 def test_max_clusters_below_64_is_refused(r: redis.Redis, redis_url: str) -> None:
     """The setting is validated: under 64 it says so in one line and names the setting."""
     from dedupd.errors import ConfigError

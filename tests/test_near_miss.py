@@ -155,8 +155,9 @@ def store_reps(gw: Gateway, root: int, members: list[int]) -> None:
 
 def test_a_near_miss_verifies_at_most_clusters_times_representatives(gateway: Gateway) -> None:
     """A document that nearly matched six clusters, each with ten representatives listed (more than the
-    setting keeps): it verifies the first eight of the four nearest, and none of the cluster it matched, of
-    a cluster without representatives, nor of the others; what it verified already is not verified again."""
+    setting keeps) and no ring: it verifies the first eight and the root of the four nearest, and none of
+    the cluster it matched, of a cluster without representatives, nor of the others; what it verified
+    already is not verified again."""
     gw = gateway
     fp = gw.fingerprinter.compute(["the document nearly matching them all"])[0]
     roots = [100 * c for c in range(1, 8)]  # 100 .. 700: root c's members are 100c + 1 ..
@@ -175,6 +176,60 @@ def test_a_near_miss_verifies_at_most_clusters_times_representatives(gateway: Ga
     )
     found = near_misses(gw, {1: ("doc", fp)}, got, {1: 1})
     assert found.matches == {}  # (no record: nothing to match)
-    nearest = {root + i for root in (300, 400, 500, 600) for i in range(1, 9)}
+    nearest = {root + i for root in (300, 400, 500, 600) for i in range(9)}
     assert found.candidates == {1: nearest - {301, 401, 501, 601, 602}}
-    assert len(nearest) == gw.bounds.near_miss_clusters * gw.bounds.representatives
+    assert len(nearest) == gw.bounds.near_miss_clusters * (gw.bounds.representatives + 1)
+
+
+def store_ring(gw: Gateway, root: int, members: list[int]) -> None:
+    """Make ``root`` and ``members`` one cluster (each member's parent the root) whose ring runs root,
+    members..., root (as _uf_ring.lua links them)."""
+    nodes = [root, *members]
+    links = {x: (nodes[(i + 1) % len(nodes)], nodes[i - 1]) for i, x in enumerate(nodes)}
+    if isinstance(gw, MemoryGateway):
+        gw.store.parent.update({m: root for m in members})
+        gw.store.ring.update(links)
+    else:
+        assert isinstance(gw, RedisGateway)
+        gw.client.hset(gw.keys.uf_parent, mapping={str(m): str(root) for m in members})
+        gw.client.hset(gw.keys.uf_ring, mapping={str(x): f"{n} {p}" for x, (n, p) in links.items()})
+
+
+@pytest.mark.parametrize("steps", [8192, 7])
+def test_a_near_miss_walks_its_clusters_members_from_the_root(
+    gateway: Gateway, steps: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """REPRESENTATIVES lists, per id asked about, the first ``ring`` members of its cluster's ring after the
+    root (the root is the cluster's oldest, and a near miss verifies it too), whichever member is asked
+    about; all of them when the ring is shorter; none for a document alone. The same split over several
+    calls (a call walks at most RING_STEPS_PER_CALL steps)."""
+    import dedupd.index.gateway as gateway_module
+
+    monkeypatch.setattr(gateway_module, "RING_STEPS_PER_CALL", steps)
+    gw = gateway
+    store_ring(gw, 1000, list(range(1001, 1020)))
+    store_ring(gw, 2000, [2001, 2002])
+    got = gw.representatives([1000, 1005, 2002, 3000], 8)
+    assert got == [
+        (1000, [], list(range(1001, 1009))),
+        (1000, [], list(range(1001, 1009))),
+        (2000, [], [2001, 2002]),
+        (3000, [], []),
+    ]
+    assert gw.representatives([1019], 50) == [(1000, [], list(range(1001, 1020)))]
+    assert gw.representatives([1019], 0) == [(1000, [], [])]
+
+
+def test_a_near_miss_verifies_the_members_its_walk_meets(gateway: Gateway) -> None:
+    """A cluster of 30 members with one representative: a document that nearly matched it verifies the
+    representative, the root and the first near_miss_members (1024) members of its ring, all of them here;
+    the members it verified already are not verified again."""
+    gw = gateway
+    fp = gw.fingerprinter.compute(["the document nearly matching the cluster"])[0]
+    store_ring(gw, 100, list(range(101, 130)))
+    store_reps(gw, 100, [117])
+    got = Verification(
+        candidates={1: {105, 106}}, roots={105: 100, 106: 100}, near={1: {105: 0.7, 106: 0.65}}
+    )
+    found = near_misses(gw, {1: ("doc", fp)}, got, {1: 1})
+    assert found.candidates == {1: set(range(100, 130)) - {105, 106}}

@@ -57,6 +57,8 @@ from dedupd.similarity.hashing import U64Array
 from dedupd.similarity.lsh import column_bands
 from dedupd.similarity.spec import IndexSpec
 
+RING_STEPS_PER_CALL = 8192  # ring steps of one REPRESENTATIVES call at most (about 2 ms of Redis)
+
 __all__ = ["APPLY_CHUNK", "NO_IDS", "Emitted", "Packed", "PackedWrites", "RedisGateway", "open_spec"]
 
 
@@ -390,14 +392,23 @@ class RedisGateway(WindowCalls):
             return self._find_roots(nums)
         return self._known.roots(nums, self._find_roots)
 
-    def representatives(self, roots: Sequence[int]) -> list[tuple[int, list[int]]]:
+    def representatives(self, roots: Sequence[int], ring: int = 0) -> list[tuple[int, list[int], list[int]]]:
         """The representatives of the clusters of ``roots`` (roots as this process knows them: one merged
-        since is followed to its root now), in one call (unionfind.REPRESENTATIVES): per root, the root now
-        and its representatives, most matched first (none for a cluster no alert joined)."""
+        since is followed to its root now), in one exchange (unionfind.REPRESENTATIVES): per root, the root
+        now, its representatives, most matched first (none for a cluster no alert joined), and the first
+        ``ring`` other members of its ring walked from the root. The roots are sent in calls of at most
+        ``RING_STEPS_PER_CALL`` ring steps (a call of a few milliseconds however many clusters a batch nearly
+        matched), pipelined."""
         if not roots:
             return []
-        reply = self._reps(keys=[self.keys.uf_parent, self.keys.uf_reps], args=argv.find_roots(roots))
-        return unionfind.representatives_replies(reply)
+        keys = [self.keys.uf_parent, self.keys.uf_reps, self.keys.uf_ring]
+        per = max(1, RING_STEPS_PER_CALL // max(ring, 1))
+        if len(roots) <= per:
+            return unionfind.representatives_replies(self._reps(keys=keys, args=[ring, *roots]))
+        pipe = self.exchange()
+        for at in range(0, len(roots), per):
+            pipe.script(self._reps, keys, [ring, *roots[at : at + per]])
+        return [x for reply in pipe.execute() for x in unionfind.representatives_replies(reply)]
 
     def _find_roots(self, nums: Sequence[int]) -> list[int]:
         """The roots, from the union-find in Redis (unionfind.FIND_ROOTS); kept as known."""

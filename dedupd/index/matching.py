@@ -119,7 +119,11 @@ def choose_candidates(
         roots = np.array(gw.roots(distinct.tolist()), dtype=np.int64)
         root_of = dict(zip(distinct.tolist(), roots.tolist(), strict=True))
         at = pick_many(
-            who, roots[np.searchsorted(distinct, ids)], limit, VERIFIED_PER_CLUSTER, gw.bounds.max_clusters
+            who,
+            roots[np.searchsorted(distinct, ids)],
+            limit,
+            VERIFIED_PER_CLUSTER,
+            gw.bounds.verified_clusters,
         )
         chosen = np.unique(ids[at])
         unpicked = np.setdiff1d(distinct, chosen, assume_unique=True)

@@ -200,9 +200,10 @@ class MemoryGateway:
             return self._find_roots(nums)
         return self._known.roots(nums, self._find_roots)
 
-    def representatives(self, roots: Sequence[int]) -> list[tuple[int, list[int]]]:
-        """Per cluster root, the root now and its representatives (RedisGateway.representatives)."""
-        return uf_twin.representatives(self.store, roots)
+    def representatives(self, roots: Sequence[int], ring: int = 0) -> list[tuple[int, list[int], list[int]]]:
+        """Per cluster root, the root now, its representatives and the first ``ring`` other members of its
+        ring (RedisGateway.representatives)."""
+        return uf_twin.representatives(self.store, roots, ring)
 
     def _find_roots(self, nums: Sequence[int]) -> list[int]:
         found = uf_twin.find_roots(self.store, nums)

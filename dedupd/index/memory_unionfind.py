@@ -243,12 +243,22 @@ def union_roots(
     return out
 
 
-def representatives(store: MemoryStore, nums: Sequence[int]) -> list[tuple[int, list[int]]]:
-    """unionfind.REPRESENTATIVES (read only), as unionfind.representatives_replies gives it."""
-    out: list[tuple[int, list[int]]] = []
+def representatives(
+    store: MemoryStore, nums: Sequence[int], ring: int = 0
+) -> list[tuple[int, list[int], list[int]]]:
+    """unionfind.REPRESENTATIVES (read only), as unionfind.representatives_replies gives it: per id, its root
+    now, the root's representatives and the first ``ring`` other members of its ring from the root."""
+    out: list[tuple[int, list[int], list[int]]] = []
     for n in nums:
         root = walk(store.parent, n)[0]
-        out.append((root, [m for m, _ in store.reps.get(root, [])]))
+        met: list[int] = []
+        at = root
+        while len(met) < ring and at in store.ring:
+            at = store.ring[at][0]
+            if at == root:
+                break
+            met.append(at)
+        out.append((root, [m for m, _ in store.reps.get(root, [])], met))
     return out
 
 

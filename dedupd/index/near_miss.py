@@ -63,7 +63,7 @@ def near_misses(
         The verified matches, the representatives verified by key, and the roots of the matched ones.
     """
     most, kept = gw.bounds.near_miss_clusters, gw.bounds.representatives
-    if most < 1 or kept < 1 or not got.near:
+    if most < 1 or (kept < 1 and gw.bounds.near_miss_members < 1) or not got.near:
         return Verification()
     roots = got.roots
     matched_of = {k: [m.num for m in found] for k, found in got.matches.items() if k in got.near}
@@ -79,14 +79,15 @@ def near_misses(
     if not ranked:
         return Verification()
     asked = sorted({r for rs in ranked.values() for r in rs})
-    reps = dict(zip(asked, gw.representatives(asked), strict=True))
+    ring = gw.bounds.near_miss_members
+    reps = dict(zip(asked, gw.representatives(asked, ring), strict=True))
     candidates: dict[int, set[int]] = {}
     root_now: dict[int, int] = {}
     for k, rs in ranked.items():
         seen, skip = got.candidates.get(k, set()), {k, selves.get(k, k)}
-        for r in [r for r in rs if reps[r][1]][:most]:
-            now, members = reps[r]
-            for m in members[:kept]:
+        for r in [r for r in rs if reps[r][1] or reps[r][2]][:most]:
+            now, members, met = reps[r]
+            for m in [*members[:kept], now, *met]:
                 if m not in seen and m not in skip:
                     candidates.setdefault(k, set()).add(m)
                     root_now[m] = now

@@ -107,9 +107,10 @@ class Gateway(Protocol):
     def roots(self, nums: Sequence[int], fresh: bool = False) -> list[int]:
         """The root of each document's cluster (``fresh``: not from what this process saw a moment ago)."""
 
-    def representatives(self, roots: Sequence[int]) -> list[tuple[int, list[int]]]:
-        """Per cluster root (as known: one merged since is followed), the root now and its representatives,
-        most matched first (unionfind.py), in one exchange."""
+    def representatives(self, roots: Sequence[int], ring: int = 0) -> list[tuple[int, list[int], list[int]]]:
+        """Per cluster root (as known: one merged since is followed), the root now, its representatives,
+        most matched first, and the first ``ring`` other members of its ring walked from the root
+        (unionfind.py), in one exchange."""
 
     def cluster_names(self, roots: Sequence[int], known: Mapping[int, str]) -> list[str]:
         """Each cluster's name: its root document's id (from ``known`` or read), ``#n`` when it is gone."""

@@ -114,15 +114,15 @@ def live_replies(sizes: Sequence[int], reply: Sequence[Any]) -> list[tuple[int, 
     return out
 
 
-def representatives_replies(reply: Sequence[Any]) -> list[tuple[int, list[int]]]:
-    """REPRESENTATIVES's reply: per id asked about, the root of its cluster now and the root's
-    representatives, most matched first.
+def representatives_replies(reply: Sequence[Any]) -> list[tuple[int, list[int], list[int]]]:
+    """REPRESENTATIVES's reply: per id asked about, the root of its cluster now, the root's
+    representatives, most matched first, and the members its ring walk met.
 
-    >>> representatives_replies([1, bytes([2, 0, 0, 0, 5, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0]), 4, b""])
-    [(1, [2, 3]), (4, [])]
+    >>> representatives_replies([1, bytes([2, 0, 0, 0, 5, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0]), bytes([7, 0, 0, 0]), 4, b"", b""])
+    [(1, [2, 3], [7]), (4, [], [])]
     """
-    out: list[tuple[int, list[int]]] = []
-    for root, packed in zip(reply[0::2], reply[1::2], strict=True):
+    out: list[tuple[int, list[int], list[int]]] = []
+    for root, packed, ring in zip(reply[0::3], reply[1::3], reply[2::3], strict=True):
         pairs = np.frombuffer(bytes(packed), dtype="<u4")
-        out.append((int(root), pairs[0::2].tolist()))
+        out.append((int(root), pairs[0::2].tolist(), np.frombuffer(bytes(ring), dtype="<u4").tolist()))
     return out

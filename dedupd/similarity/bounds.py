@@ -53,16 +53,26 @@ THIN_SHARE = 0.5
 @dataclass(frozen=True, slots=True)
 class Bounds:
     """The per-document bounds (settings ``bucket_members``, ``max_candidates``, ``max_matches``,
-    ``max_clusters``, ``representatives``, ``near_miss_clusters``)."""
+    ``max_clusters``, ``representatives``, ``near_miss_clusters``, ``near_miss_members``,
+    ``candidate_clusters``)."""
 
     bucket_members: int = 64
     max_candidates: int = 64
     max_matches: int = 10
     max_clusters: int = 128
-    # a cluster's representatives and the near miss (index/near_miss.py): settings ``representatives`` and
-    # ``near_miss_clusters``
+    # a cluster's representatives and the near miss (index/near_miss.py): settings ``representatives``,
+    # ``near_miss_clusters`` and ``near_miss_members``
     representatives: int = 8
     near_miss_clusters: int = 4
+    near_miss_members: int = 1024
+    # the distinct clusters whose best-ranked candidate a document verifies (at least ``max_clusters``)
+    candidate_clusters: int = 1024
+
+    @property
+    def verified_clusters(self) -> int:
+        """The distinct clusters whose best-ranked candidate a document verifies: ``candidate_clusters``, and
+        at least as many as an alert can name (``max_clusters``)."""
+        return max(self.candidate_clusters, self.max_clusters)
 
 
 def ranked_flat(
