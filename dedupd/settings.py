@@ -204,10 +204,11 @@ class Settings(BaseSettings):
     near_miss_members: int = Field(
         1024,
         ge=0,
-        le=100_000,
+        le=8192,
         description=(
-            "members of each nearly matched cluster a document is also verified against, walked from the"
-            " cluster's oldest (every member of a cluster of at most this many; 0: the representatives only)"
+            "members of each nearly matched cluster a document is also verified against beside its oldest,"
+            " the most recently joined first (every member of a cluster of at most this many more; 0: the"
+            " representatives and the oldest only)"
         ),
     )
 
@@ -235,11 +236,11 @@ class Settings(BaseSettings):
     )
     candidate_clusters: int = Field(
         1024,
-        ge=1,
+        ge=64,
         le=100_000,
         description=(
-            "distinct earlier clusters whose best-ranked candidate a document verifies at most (at least"
-            " max_clusters of them)"
+            "distinct earlier clusters whose best-ranked candidate a document verifies at most (raised to"
+            " max_clusters when below it)"
         ),
     )
 

@@ -564,9 +564,9 @@ def test_the_lua_scripts_find_each_family_whole(r: redis.Redis, redis_url: str, 
 @pytest.mark.parametrize("name", sorted(WALKED))
 def test_counterexample_without_the_walk_is_lost(name: str) -> None:
     """The counterexamples the near miss's walk of a cluster's members fixed are lost again without it
-    (near_miss_members 0: the near miss verifies the representatives only, as before the walk)."""
+    (near_miss_members 0: the near miss verifies the representatives and the cluster's oldest member)."""
     inst, _ = COUNTEREXAMPLES[name]
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError, match="is named by no alert"):
         check_twin(
             Instance(inst.families, inst.order, {**inst.bounds, "near_miss_members": 0}, inst.batch_size)
         )

@@ -183,7 +183,8 @@ def test_a_near_miss_verifies_at_most_clusters_times_representatives(gateway: Ga
 
 def store_ring(gw: Gateway, root: int, members: list[int]) -> None:
     """Make ``root`` and ``members`` one cluster (each member's parent the root) whose ring runs root,
-    members..., root (as _uf_ring.lua links them)."""
+    members..., root (the order the walk follows; test_the_walk_meets_the_most_recently_joined_first builds
+    rings with real unions)."""
     nodes = [root, *members]
     links = {x: (nodes[(i + 1) % len(nodes)], nodes[i - 1]) for i, x in enumerate(nodes)}
     if isinstance(gw, MemoryGateway):
@@ -199,9 +200,9 @@ def store_ring(gw: Gateway, root: int, members: list[int]) -> None:
 def test_a_near_miss_walks_its_clusters_members_from_the_root(
     gateway: Gateway, steps: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """REPRESENTATIVES lists, per id asked about, the first ``ring`` members of its cluster's ring after the
+    """REPRESENTATIVES lists, per id asked about, the first ``ring`` nodes of its cluster's ring after the
     root (the root is the cluster's oldest, and a near miss verifies it too), whichever member is asked
-    about; all of them when the ring is shorter; none for a document alone. The same split over several
+    about; all of them when the ring is shorter; none for a document alone (and says it has no ring). The same split over several
     calls (a call walks at most RING_STEPS_PER_CALL steps)."""
     import dedupd.index.gateway as gateway_module
 
@@ -210,14 +211,14 @@ def test_a_near_miss_walks_its_clusters_members_from_the_root(
     store_ring(gw, 1000, list(range(1001, 1020)))
     store_ring(gw, 2000, [2001, 2002])
     got = gw.representatives([1000, 1005, 2002, 3000], 8)
-    assert got == [
-        (1000, [], list(range(1001, 1009))),
-        (1000, [], list(range(1001, 1009))),
-        (2000, [], [2001, 2002]),
-        (3000, [], []),
+    assert [tuple(c) for c in got] == [
+        (1000, [], True, list(range(1001, 1009))),
+        (1000, [], True, list(range(1001, 1009))),
+        (2000, [], True, [2001, 2002]),
+        (3000, [], False, []),
     ]
-    assert gw.representatives([1019], 50) == [(1000, [], list(range(1001, 1020)))]
-    assert gw.representatives([1019], 0) == [(1000, [], [])]
+    assert [tuple(c) for c in gw.representatives([1019], 50)] == [(1000, [], True, list(range(1001, 1020)))]
+    assert [tuple(c) for c in gw.representatives([1019], 0)] == [(1000, [], True, [])]
 
 
 def test_a_near_miss_verifies_the_members_its_walk_meets(gateway: Gateway) -> None:
@@ -233,3 +234,26 @@ def test_a_near_miss_verifies_the_members_its_walk_meets(gateway: Gateway) -> No
     )
     found = near_misses(gw, {1: ("doc", fp)}, got, {1: 1})
     assert found.candidates == {1: set(range(100, 130)) - {105, 106}}
+
+
+def test_the_walk_meets_the_most_recently_joined_first(gateway: Gateway) -> None:
+    """Documents 2 to 7 join document 1's cluster one union at a time, then the cluster of 8 and 9 joins it:
+    a walk of the ring from the root meets the most recently joined first (a union puts the joining ring
+    right after the root), and no further than asked."""
+    gw = gateway
+    if isinstance(gw, MemoryGateway):
+        gw.store.ids["d1"] = 1
+        gw.store.ids["d8"] = 8
+    else:
+        assert isinstance(gw, RedisGateway)
+        gw.client.hset(gw.keys.id_forward, mapping={"d1": 1, "d8": 8})
+    for n in range(2, 8):
+        gw.union([(n, [(1, "d1")])])
+    gw.union([(9, [(8, "d8")])])
+    gw.union([(8, [(1, "d1")])])
+    [c] = gw.representatives([5], 3)
+    assert (c.root, c.ring, c.walked) == (1, True, [9, 8, 7])  # (the ring 8 -> 9 -> 8, spliced in)
+    [c] = gw.representatives([5], 100)
+    assert c.walked == [9, 8, 7, 6, 5, 4, 3, 2]
+    [c] = gw.representatives([5])
+    assert (c.root, c.ring, c.walked) == (1, True, [])

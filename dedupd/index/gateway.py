@@ -392,13 +392,13 @@ class RedisGateway(WindowCalls):
             return self._find_roots(nums)
         return self._known.roots(nums, self._find_roots)
 
-    def representatives(self, roots: Sequence[int], ring: int = 0) -> list[tuple[int, list[int], list[int]]]:
+    def representatives(self, roots: Sequence[int], ring: int = 0) -> list[protocol.ClusterReps]:
         """The representatives of the clusters of ``roots`` (roots as this process knows them: one merged
         since is followed to its root now), in one exchange (unionfind.REPRESENTATIVES): per root, the root
-        now, its representatives, most matched first (none for a cluster no alert joined), and the first
-        ``ring`` other members of its ring walked from the root. The roots are sent in calls of at most
-        ``RING_STEPS_PER_CALL`` ring steps (a call of a few milliseconds however many clusters a batch nearly
-        matched), pipelined."""
+        now, its representatives, most matched first (none for a cluster no alert joined), whether it has a
+        ring, and the first ``ring`` nodes of its ring after the root, the most recently joined first. The
+        roots are sent in calls of at most ``RING_STEPS_PER_CALL`` ring steps (a call of a few milliseconds
+        however many clusters a batch nearly matched), pipelined."""
         if not roots:
             return []
         keys = [self.keys.uf_parent, self.keys.uf_reps, self.keys.uf_ring]

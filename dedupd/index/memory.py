@@ -42,6 +42,7 @@ from dedupd.index.protocol import (
     APPLY_CHUNK,
     NO_IDS,
     Applied,
+    ClusterReps,
     Emitted,
     Exchange,
     Packed,
@@ -200,7 +201,7 @@ class MemoryGateway:
             return self._find_roots(nums)
         return self._known.roots(nums, self._find_roots)
 
-    def representatives(self, roots: Sequence[int], ring: int = 0) -> list[tuple[int, list[int], list[int]]]:
+    def representatives(self, roots: Sequence[int], ring: int = 0) -> list[ClusterReps]:
         """Per cluster root, the root now, its representatives and the first ``ring`` other members of its
         ring (RedisGateway.representatives)."""
         return uf_twin.representatives(self.store, roots, ring)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dedupd.index.memory_store import MemoryStore, stream_id
+from dedupd.index.protocol import ClusterReps
 
 __all__ = [
     "Representatives",
@@ -243,12 +244,11 @@ def union_roots(
     return out
 
 
-def representatives(
-    store: MemoryStore, nums: Sequence[int], ring: int = 0
-) -> list[tuple[int, list[int], list[int]]]:
+def representatives(store: MemoryStore, nums: Sequence[int], ring: int = 0) -> list[ClusterReps]:
     """unionfind.REPRESENTATIVES (read only), as unionfind.representatives_replies gives it: per id, its root
-    now, the root's representatives and the first ``ring`` other members of its ring from the root."""
-    out: list[tuple[int, list[int], list[int]]] = []
+    now, the root's representatives, whether it has a ring, and the first ``ring`` nodes of its ring after
+    the root along the next links."""
+    out: list[ClusterReps] = []
     for n in nums:
         root = walk(store.parent, n)[0]
         met: list[int] = []
@@ -258,7 +258,7 @@ def representatives(
             if at == root:
                 break
             met.append(at)
-        out.append((root, [m for m, _ in store.reps.get(root, [])], met))
+        out.append(ClusterReps(root, [m for m, _ in store.reps.get(root, [])], root in store.ring, met))
     return out
 
 

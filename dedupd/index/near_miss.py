@@ -1,4 +1,4 @@
-"""The near miss: a document that nearly matched a cluster is verified against the cluster's representatives.
+"""The near miss: a document that nearly matched a cluster is verified against more of the cluster's members.
 
 A bucket keeps a few members of each cluster (bounds.py), so a document can read only members of a cluster
 that are not its duplicates while its duplicate, an older member, has left every bucket it shares (a star's
@@ -9,13 +9,18 @@ A *near miss*: a document verified members of a cluster, none at or above the th
 or above ``2t - 1``. Jaccard distance ``1 - J`` is a metric, so if the document D is at ``>= t`` to a member
 X and a member Y is at ``>= t`` to X, then ``1 - J(D, Y) <= (1 - t) + (1 - t)``: D is at ``>= 2t - 1`` to Y.
 Every member read of a cluster one of whose members D duplicates, and that is itself within ``t`` of that
-member, is therefore a near miss. D is then verified against the representatives of its
-``near_miss_clusters`` nearest near-missed clusters (by their best similarity) that keep some (a document
-of D's own batch is a cluster of its own until the batch's unions, with none: it takes no place), those
-it did not verify already: at most ``near_miss_clusters x representatives`` more verifications per document, in at most three
-more exchanges per batch for all its documents (the roots not known yet, the representatives, their records),
-none for a batch without a near miss. A representative so
-found is a match like any: alerted, unioned, counted.
+member, is therefore a near miss. D is then verified, for its ``near_miss_clusters`` nearest near-missed
+clusters (by their best similarity) that have two members or more (a document of D's own batch is a cluster
+of its own until the batch's unions: it takes no place), against their representatives, their root (the
+oldest member) and the first ``near_miss_members`` nodes of their ring after the root, the most recently
+joined first (every member of a cluster of up to ``near_miss_members + 1``; a deleted document's node that
+holds its cluster together counts, with no record to verify); those it did not verify already. At most
+``near_miss_clusters x (representatives + 1 + near_miss_members)`` more verifications per document (the
+records mostly read once per batch), in at most four more exchanges per batch for all its documents (the
+roots not known yet, the representatives, the walks of the chosen clusters' rings, the records), none for a
+batch without a near miss. A member so found is a match like any: alerted, unioned, counted. (Before the walk
+a document near only a middle member of a large family, which no bucket keeps and which is rarely the best
+match of anything, was lost: the Debian long descriptions at 0.5 lost -dev/-doc/-prof triples this way.)
 
     >>> nearest({7: 0.7, 8: 0.65, 9: 0.75, 4: 0.9}, {7: 1, 8: 2, 9: 1, 4: 3}, {3}, 4)
     [1, 2]
@@ -79,18 +84,21 @@ def near_misses(
     if not ranked:
         return Verification()
     asked = sorted({r for rs in ranked.values() for r in rs})
-    ring = gw.bounds.near_miss_members
-    reps = dict(zip(asked, gw.representatives(asked, ring), strict=True))
+    reps = dict(zip(asked, gw.representatives(asked), strict=True))
+    chosen = {k: [reps[r] for r in rs if reps[r].members or reps[r].ring][:most] for k, rs in ranked.items()}
+    walked: dict[int, list[int]] = {}
+    if (ring := gw.bounds.near_miss_members) > 0:  # only the clusters chosen: most x ring nodes per document
+        walk = sorted({c.root for cs in chosen.values() for c in cs if c.ring})
+        walked = {r: c.walked for r, c in zip(walk, gw.representatives(walk, ring), strict=True)}
     candidates: dict[int, set[int]] = {}
     root_now: dict[int, int] = {}
-    for k, rs in ranked.items():
+    for k, cs in chosen.items():
         seen, skip = got.candidates.get(k, set()), {k, selves.get(k, k)}
-        for r in [r for r in rs if reps[r][1] or reps[r][2]][:most]:
-            now, members, met = reps[r]
-            for m in [*members[:kept], now, *met]:
+        for c in cs:
+            for m in [*c.members[:kept], c.root, *walked.get(c.root, ())]:
                 if m not in seen and m not in skip:
                     candidates.setdefault(k, set()).add(m)
-                    root_now[m] = now
+                    root_now[m] = c.root
     if not candidates:
         return Verification()
     found, _, _ = verify_candidates(gw, own, candidates)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -33,6 +33,17 @@ Packed = npt.NDArray[np.uint32]  # the ids read from a document's buckets, one p
 NO_IDS: Packed = np.zeros(0, dtype=np.uint32)  # no ids read
 APPLY_CHUNK = 64  # documents per bucket call (one 256-document script took 30-70 ms on Redis; 128 up to 46)
 Applied = tuple[list[Packed | None], Hits]  # per write its bucket reads (None: its record had changed); hits
+
+
+class ClusterReps(NamedTuple):
+    """What REPRESENTATIVES says of one cluster: its root now, its representatives (most matched first),
+    whether it has a ring (two members or more), and the nodes a walk of the ring met after the root (the
+    most recently joined first)."""
+
+    root: int
+    members: list[int]
+    ring: bool
+    walked: list[int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,10 +118,10 @@ class Gateway(Protocol):
     def roots(self, nums: Sequence[int], fresh: bool = False) -> list[int]:
         """The root of each document's cluster (``fresh``: not from what this process saw a moment ago)."""
 
-    def representatives(self, roots: Sequence[int], ring: int = 0) -> list[tuple[int, list[int], list[int]]]:
-        """Per cluster root (as known: one merged since is followed), the root now, its representatives,
-        most matched first, and the first ``ring`` other members of its ring walked from the root
-        (unionfind.py), in one exchange."""
+    def representatives(self, roots: Sequence[int], ring: int = 0) -> list[ClusterReps]:
+        """Per cluster root (as known: one merged since is followed), the root now, its representatives
+        (most matched first), whether it has a ring, and the first ``ring`` nodes of its ring after the root,
+        the most recently joined first (unionfind.py), in one exchange."""
 
     def cluster_names(self, roots: Sequence[int], known: Mapping[int, str]) -> list[str]:
         """Each cluster's name: its root document's id (from ``known`` or read), ``#n`` when it is gone."""

@@ -40,7 +40,7 @@ members that joined it before; the page says so, unless it walked the whole ring
 its older nodes show that none hangs outside it (a document alone, counted, is whole: cluster_page.lua).
 Rebuilds leave the union-find, rings included, as it is.
 
-Representatives: each cluster's root keeps, in :attr:`Keys.uf_reps`, up to ``representatives`` of its members
+ClusterReps: each cluster's root keeps, in :attr:`Keys.uf_reps`, up to ``representatives`` of its members
 with a count each: how often a later document's best match in the cluster was that member (_uf_reps.lua,
 written by ``UNION_ROOTS`` in the call that unions the document; a newcomer to a full list takes the last
 one's place, Space-Saving's rule). A union merges the two lists into the older root's; a delete takes the
@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 
 from dedupd.index.lua import load
+from dedupd.index.protocol import ClusterReps
 
 # The scripts (scripts/*.lua; their helpers: _uf_parents.lua, this call's view of the parent hash, and
 # _uf_writes.lua, the child counts, path compression and a deleted document's node).
@@ -114,15 +115,17 @@ def live_replies(sizes: Sequence[int], reply: Sequence[Any]) -> list[tuple[int, 
     return out
 
 
-def representatives_replies(reply: Sequence[Any]) -> list[tuple[int, list[int], list[int]]]:
+def representatives_replies(reply: Sequence[Any]) -> list[ClusterReps]:
     """REPRESENTATIVES's reply: per id asked about, the root of its cluster now, the root's
-    representatives, most matched first, and the members its ring walk met.
+    representatives (most matched first), whether it has a ring, and the nodes the ring walk met.
 
-    >>> representatives_replies([1, bytes([2, 0, 0, 0, 5, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0]), bytes([7, 0, 0, 0]), 4, b"", b""])
-    [(1, [2, 3], [7]), (4, [], [])]
+    >>> reps = bytes([2, 0, 0, 0, 5, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0])
+    >>> representatives_replies([1, reps, 1, bytes([7, 0, 0, 0]), 4, b"", 0, b""])
+    [ClusterReps(root=1, members=[2, 3], ring=True, walked=[7]), ClusterReps(root=4, members=[], ring=False, walked=[])]
     """
-    out: list[tuple[int, list[int], list[int]]] = []
-    for root, packed, ring in zip(reply[0::3], reply[1::3], reply[2::3], strict=True):
+    out: list[ClusterReps] = []
+    for root, packed, ring, walked in zip(reply[0::4], reply[1::4], reply[2::4], reply[3::4], strict=True):
         pairs = np.frombuffer(bytes(packed), dtype="<u4")
-        out.append((int(root), pairs[0::2].tolist(), np.frombuffer(bytes(ring), dtype="<u4").tolist()))
+        nodes = np.frombuffer(bytes(walked), dtype="<u4").tolist()
+        out.append(ClusterReps(int(root), pairs[0::2].tolist(), bool(int(ring)), nodes))
     return out

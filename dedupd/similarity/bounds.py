@@ -16,9 +16,10 @@ as many different documents cost. Four bounds keep it so:
   ``THIN_SHARE`` of its buckets (:func:`thin`) takes places. A crowd that came first cannot leave it findable
   nowhere;
 - a document verifies the best-ranked candidate of each distinct cluster among its candidates, of at most
-  ``max_clusters`` clusters (a hub near many clusters finds them all), and at most ``max_candidates``
-  others, at most ``VERIFIED_PER_CLUSTER`` of each cluster at first (:func:`pick_many`;
-  matching.verify_reads verifies more of a cluster none of these matched);
+  ``candidate_clusters`` clusters (a hub near many clusters finds them all; at a low threshold a member of
+  a large family reads hundreds), and at most ``max_candidates`` others, at most ``VERIFIED_PER_CLUSTER`` of
+  each cluster at first (:func:`pick_many`; matching.verify_reads verifies more of a cluster none of these
+  matched, index/near_miss.py more of a cluster it nearly matched);
 - a document is unioned with one match per distinct cluster root (unionfind.UNION_ROOTS);
 - an alert names at most ``max_matches`` matches, plus the best match of every distinct earlier cluster the
   document joins, of at most ``max_clusters`` clusters (:func:`alert_matches`).
