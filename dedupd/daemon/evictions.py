@@ -14,7 +14,7 @@ import numpy as np
 
 from dedupd.daemon.batch import Run
 from dedupd.daemon.clusters import Clusters
-from dedupd.index.buckets import Evictions, Placements, placements
+from dedupd.index.buckets import NO_PLACEMENTS, Evictions, Placements, placements
 from dedupd.similarity.bounds import ANCHORS_KEPT, KEPT_PER_CLUSTER, NEWEST_KEPT, eviction_rows
 
 _NONE = np.zeros(0, dtype=np.int64)
@@ -52,6 +52,8 @@ def evictions(run: Run, clusters: Clusters) -> Evictions:
 def placements_of(run: Run, done: list[int]) -> Placements:
     """The places in full buckets that the run's documents kept out of most of their buckets take
     (bounds.thin, lua.DISPLACE): only documents the run wrote and kept (``done``)."""
+    if not run.hits.full.any():  # (most runs: no bucket was full)
+        return NO_PLACEMENTS
     nums = np.full(len(run.steps), -1, dtype=np.int64)
     for i in done:
         if run.steps[i].writes and run.new[i] is not None:

@@ -198,12 +198,14 @@ def look_further(gw: Gateway, run: Run, batch: BatchEntries, checked: Checked, g
 
 
 def _batch_roots(run: Run, checked: Checked, got: Verification) -> dict[int, int]:
-    """The cluster of each document of the run and of its matches once the run's matches are united
-    (bounds.batch_roots, over the roots read before the run)."""
+    """The cluster of each document of the run that matched and of its matches once the run's matches are
+    united (bounds.batch_roots, over the roots read before the run); a document absent is its own root (it
+    matched nothing and nothing of the run joined it: a document a later one joined is named)."""
+    matches = got.matches
     groups = [
-        (key, [m.num for m in got.matches.get(key, ())])
+        (key, [m.num for m in matches[key]])
         for i, key in sorted(checked.key_of.items())
-        if run.steps[i].writes
+        if key in matches and run.steps[i].writes
     ]
     return batch_roots(groups, got.roots)
 

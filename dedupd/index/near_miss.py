@@ -31,10 +31,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from dedupd.index.matching import Verification, verify_candidates
-from dedupd.index.protocol import Gateway
+from dedupd.index.protocol import ClusterReps, Gateway
 from dedupd.similarity.fingerprint import Fingerprint
 
-__all__ = ["near_misses", "nearest"]
+__all__ = ["first_clusters", "near_misses", "nearest"]
 
 
 def nearest(sims: Mapping[int, float], root_of: Mapping[int, int], matched: set[int], most: int) -> list[int]:
@@ -47,6 +47,23 @@ def nearest(sims: Mapping[int, float], root_of: Mapping[int, int], matched: set[
         if r not in matched and sim > best.get(r, -1.0):
             best[r] = sim
     return sorted(best, key=lambda r: (-best[r], r))[:most]
+
+
+def first_clusters(roots: list[int], reps: Mapping[int, ClusterReps], most: int) -> list[ClusterReps]:
+    """The first ``most`` of the clusters of ``roots`` (nearest first) that have two members or more (some
+    representatives, or a ring).
+
+    >>> reps = {1: ClusterReps(1, [], False, []), 2: ClusterReps(2, [], True, []), 3: ClusterReps(3, [5], False, [])}
+    >>> [c.root for c in first_clusters([1, 2, 3], reps, 1)], [c.root for c in first_clusters([1, 3, 2], reps, 4)]
+    ([2], [3, 2])
+    """
+    out: list[ClusterReps] = []
+    for r in roots:
+        if (c := reps[r]).members or c.ring:
+            out.append(c)
+            if len(out) == most:
+                break
+    return out
 
 
 def near_misses(
@@ -85,7 +102,7 @@ def near_misses(
         return Verification()
     asked = sorted({r for rs in ranked.values() for r in rs})
     reps = dict(zip(asked, gw.representatives(asked), strict=True))
-    chosen = {k: [reps[r] for r in rs if reps[r].members or reps[r].ring][:most] for k, rs in ranked.items()}
+    chosen = {k: first_clusters(rs, reps, most) for k, rs in ranked.items()}
     walked: dict[int, list[int]] = {}
     if (ring := gw.bounds.near_miss_members) > 0:  # only the clusters chosen: most x ring nodes per document
         walk = sorted({c.root for cs in chosen.values() for c in cs if c.ring})

@@ -375,6 +375,8 @@ def batch_roots(groups: Sequence[tuple[int, Sequence[int]]], root_of: dict[int, 
     """
     parent: dict[int, int] = {}
     for num, matches in groups:
+        if not matches:  # (nothing to unite: its root is its own unless a later one joins it)
+            continue
         ends = {_find(parent, num), *(_find(parent, root_of.get(m, m)) for m in matches)}
         top = min(ends)
         for r in ends:
