@@ -14,7 +14,7 @@
 -- the walk met, packed '<I4' (a deleted document's node that stays in its ring is listed: it has no record).
 -- A call walks at most ring x #nums nodes (the caller splits its ids: gateway.RING_STEPS_PER_CALL).
 local UF, REPS, RING = KEYS[1], KEYS[2], KEYS[3]
-local most = tonumber(ARGV[1])
+local ring = tonumber(ARGV[1])
 --#include _uf_parents
 local out = {}
 for i = 2, #ARGV do
@@ -24,7 +24,7 @@ for i = 2, #ARGV do
   local met, at = {}, root
   local v = redis.call('HGET', RING, root)
   out[#out + 1] = v and 1 or 0
-  for _ = 1, most do
+  for _ = 1, ring do
     if not v then break end
     at = string.match(v, '^(%d+)')
     if at == root then break end
