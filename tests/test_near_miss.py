@@ -202,7 +202,8 @@ def test_a_near_miss_walks_its_clusters_members_from_the_root(
 ) -> None:
     """REPRESENTATIVES lists, per id asked about, the first ``ring`` nodes of its cluster's ring after the
     root (the root is the cluster's oldest, and a near miss verifies it too), whichever member is asked
-    about; all of them when the ring is shorter; none for a document alone (and says it has no ring). The same split over several
+    about; all of them when the ring is shorter, and then says the walk was whole; none for a document alone
+    (and says it has no ring). The same split over several
     calls (a call walks at most RING_STEPS_PER_CALL steps)."""
     import dedupd.index.gateway as gateway_module
 
@@ -212,13 +213,21 @@ def test_a_near_miss_walks_its_clusters_members_from_the_root(
     store_ring(gw, 2000, [2001, 2002])
     got = gw.representatives([1000, 1005, 2002, 3000], 8)
     assert [tuple(c) for c in got] == [
-        (1000, [], True, list(range(1001, 1009))),
-        (1000, [], True, list(range(1001, 1009))),
-        (2000, [], True, [2001, 2002]),
-        (3000, [], False, []),
+        (1000, [], True, list(range(1001, 1009)), False),
+        (1000, [], True, list(range(1001, 1009)), False),
+        (2000, [], True, [2001, 2002], True),
+        (3000, [], False, [], False),
     ]
-    assert [tuple(c) for c in gw.representatives([1019], 50)] == [(1000, [], True, list(range(1001, 1020)))]
-    assert [tuple(c) for c in gw.representatives([1019], 0)] == [(1000, [], True, [])]
+    assert [tuple(c) for c in gw.representatives([1019], 50)] == [
+        (1000, [], True, list(range(1001, 1020)), True)
+    ]
+    assert [tuple(c) for c in gw.representatives([1019], 19)] == [
+        (1000, [], True, list(range(1001, 1020)), True)
+    ]
+    assert [tuple(c) for c in gw.representatives([1019], 18)] == [
+        (1000, [], True, list(range(1001, 1019)), False)
+    ]
+    assert [tuple(c) for c in gw.representatives([1019], 0)] == [(1000, [], True, [], False)]
 
 
 def test_a_near_miss_verifies_the_members_its_walk_meets(gateway: Gateway) -> None:
@@ -257,3 +266,31 @@ def test_the_walk_meets_the_most_recently_joined_first(gateway: Gateway) -> None
     assert c.walked == [9, 8, 7, 6, 5, 4, 3, 2]
     [c] = gw.representatives([5])
     assert (c.root, c.ring, c.walked) == (1, True, [])
+
+
+def test_a_small_cluster_is_walked_in_the_first_call(
+    gateway: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first call lists up to INLINE_WALK (8) nodes of every near-missed cluster's ring: a cluster of up to
+    9 members is walked whole there, and only a larger chosen one is walked again, near_miss_members deep
+    (one more call). Both clusters' members are verified either way."""
+    gw = gateway
+    fp = gw.fingerprinter.compute(["the document nearly matching two clusters"])[0]
+    store_ring(gw, 100, list(range(101, 105)))  # 5 members: whole in the first call
+    store_ring(gw, 200, list(range(201, 221)))  # 21 members: walked again
+    store_reps(gw, 100, [101])
+    store_reps(gw, 200, [201])
+    calls: list[int] = []
+    real = gw.representatives
+
+    def counted(roots: list[int], ring: int = 0) -> Any:
+        calls.append(ring)
+        return real(roots, ring)
+
+    monkeypatch.setattr(gw, "representatives", counted)
+    got = Verification(
+        candidates={1: {102, 202}}, roots={102: 100, 202: 200}, near={1: {102: 0.7, 202: 0.65}}
+    )
+    found = near_misses(gw, {1: ("doc", fp)}, got, {1: 1})
+    assert found.candidates == {1: (set(range(100, 105)) | set(range(200, 221))) - {102, 202}}
+    assert calls == [8, gw.bounds.near_miss_members]

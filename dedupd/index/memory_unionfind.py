@@ -252,13 +252,17 @@ def representatives(store: MemoryStore, nums: Sequence[int], ring: int = 0) -> l
     for n in nums:
         root = walk(store.parent, n)[0]
         met: list[int] = []
-        at = root
-        while len(met) < ring and at in store.ring:
+        at, whole = root, False
+        while at in store.ring:
             at = store.ring[at][0]
             if at == root:
+                whole = True
+                break
+            if len(met) == ring:
                 break
             met.append(at)
-        out.append(ClusterReps(root, [m for m, _ in store.reps.get(root, [])], root in store.ring, met))
+        reps = [m for m, _ in store.reps.get(root, [])]
+        out.append(ClusterReps(root, reps, root in store.ring, met, whole))
     return out
 
 

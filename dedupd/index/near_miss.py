@@ -17,8 +17,8 @@ joined first (every member of a cluster of up to ``near_miss_members + 1``; a de
 holds its cluster together counts, with no record to verify); those it did not verify already. At most
 ``near_miss_clusters x (representatives + 1 + near_miss_members)`` more verifications per document (the
 records mostly read once per batch), in at most four more exchanges per batch for all its documents (the
-roots not known yet, the representatives, the walks of the chosen clusters' rings, the records), none for a
-batch without a near miss. A member so found is a match like any: alerted, unioned, counted. (Before the walk
+roots not known yet, the representatives with the first ``INLINE_WALK`` nodes of each ring, the walks of the
+chosen clusters larger than that, the records), none for a batch without a near miss. A member so found is a match like any: alerted, unioned, counted. (Before the walk
 a document near only a middle member of a large family, which no bucket keeps and which is rarely the best
 match of anything, was lost: the Debian long descriptions at 0.5 lost -dev/-doc/-prof triples this way.)
 
@@ -34,7 +34,11 @@ from dedupd.index.matching import Verification, verify_candidates
 from dedupd.index.protocol import ClusterReps, Gateway
 from dedupd.similarity.fingerprint import Fingerprint
 
-__all__ = ["first_clusters", "near_misses", "nearest"]
+__all__ = ["INLINE_WALK", "first_clusters", "near_misses", "nearest"]
+
+# the ring nodes listed with every near-missed cluster's representatives: a cluster of up to INLINE_WALK + 1
+# members (most of them) is walked whole in the first call, with no second one for the clusters chosen
+INLINE_WALK = 8
 
 
 def nearest(sims: Mapping[int, float], root_of: Mapping[int, int], matched: set[int], most: int) -> list[int]:
@@ -101,12 +105,14 @@ def near_misses(
     if not ranked:
         return Verification()
     asked = sorted({r for rs in ranked.values() for r in rs})
-    reps = dict(zip(asked, gw.representatives(asked), strict=True))
+    ring = gw.bounds.near_miss_members
+    reps = dict(zip(asked, gw.representatives(asked, min(ring, INLINE_WALK)), strict=True))
     chosen = {k: first_clusters(rs, reps, most) for k, rs in ranked.items()}
-    walked: dict[int, list[int]] = {}
-    if (ring := gw.bounds.near_miss_members) > 0:  # only the clusters chosen: most x ring nodes per document
-        walk = sorted({c.root for cs in chosen.values() for c in cs if c.ring})
-        walked = {r: c.walked for r, c in zip(walk, gw.representatives(walk, ring), strict=True)}
+    walked = {c.root: c.walked for cs in chosen.values() for c in cs}
+    if ring > INLINE_WALK:  # only the clusters chosen and not walked whole: most x ring nodes per document
+        walk = sorted({c.root for cs in chosen.values() for c in cs if c.ring and not c.whole})
+        if walk:
+            walked.update((r, c.walked) for r, c in zip(walk, gw.representatives(walk, ring), strict=True))
     candidates: dict[int, set[int]] = {}
     root_now: dict[int, int] = {}
     for k, cs in chosen.items():

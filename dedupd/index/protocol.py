@@ -37,13 +37,14 @@ Applied = tuple[list[Packed | None], Hits]  # per write its bucket reads (None: 
 
 class ClusterReps(NamedTuple):
     """What REPRESENTATIVES says of one cluster: its root now, its representatives (most matched first),
-    whether it has a ring (two members or more), and the nodes a walk of the ring met after the root (the
-    most recently joined first)."""
+    whether it has a ring (two members or more), the nodes a walk of the ring met after the root (the most
+    recently joined first), and whether they are all of them."""
 
     root: int
     members: list[int]
     ring: bool
     walked: list[int]
+    whole: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -120,12 +120,12 @@ def representatives_replies(reply: Sequence[Any]) -> list[ClusterReps]:
     representatives (most matched first), whether it has a ring, and the nodes the ring walk met.
 
     >>> reps = bytes([2, 0, 0, 0, 5, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0])
-    >>> representatives_replies([1, reps, 1, bytes([7, 0, 0, 0]), 4, b"", 0, b""])
-    [ClusterReps(root=1, members=[2, 3], ring=True, walked=[7]), ClusterReps(root=4, members=[], ring=False, walked=[])]
+    >>> representatives_replies([1, reps, 1, bytes([7, 0, 0, 0]), 4, b"", 0, b""])[0]
+    ClusterReps(root=1, members=[2, 3], ring=True, walked=[7], whole=True)
     """
     out: list[ClusterReps] = []
-    for root, packed, ring, walked in zip(reply[0::4], reply[1::4], reply[2::4], reply[3::4], strict=True):
+    for root, packed, state, walked in zip(reply[0::4], reply[1::4], reply[2::4], reply[3::4], strict=True):
         pairs = np.frombuffer(bytes(packed), dtype="<u4")
         nodes = np.frombuffer(bytes(walked), dtype="<u4").tolist()
-        out.append(ClusterReps(int(root), pairs[0::2].tolist(), bool(int(ring)), nodes))
+        out.append(ClusterReps(int(root), pairs[0::2].tolist(), int(state) > 0, nodes, int(state) == 1))
     return out

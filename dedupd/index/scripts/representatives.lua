@@ -10,8 +10,9 @@
 -- ARGV[2..] nums: integer ids (cluster roots as the caller knows them: a root merged since is followed up)
 --
 -- Returns per id: the root of its cluster now, that root's representatives, packed '<I4I4' (integer id,
--- count) pairs, most matched first ('' when it has none), 1 when the root has a ring (else 0), and the nodes
--- the walk met, packed '<I4' (a deleted document's node that stays in its ring is listed: it has no record).
+-- count) pairs, most matched first ('' when it has none), 0 when the root has no ring, 1 when the walk met
+-- every node of its ring, 2 when the ring has more, and the nodes the walk met, packed '<I4' (a deleted
+-- document's node that stays in its ring is listed: it has no record).
 -- A call walks at most ring x #nums nodes (the caller splits its ids: gateway.RING_STEPS_PER_CALL).
 local UF, REPS, RING = KEYS[1], KEYS[2], KEYS[3]
 local ring = tonumber(ARGV[1])
@@ -23,14 +24,16 @@ for i = 2, #ARGV do
   out[#out + 1] = redis.call('HGET', REPS, root) or ''
   local met, at = {}, root
   local v = redis.call('HGET', RING, root)
-  out[#out + 1] = v and 1 or 0
-  for _ = 1, ring do
+  local state = v and 2 or 0
+  for _ = 0, ring do
     if not v then break end
     at = string.match(v, '^(%d+)')
-    if at == root then break end
+    if at == root then state = 1; break end
+    if #met == ring then break end
     met[#met + 1] = struct.pack('<I4', tonumber(at))
     v = redis.call('HGET', RING, at)
   end
+  out[#out + 1] = state
   out[#out + 1] = table.concat(met)
 end
 return out
