@@ -396,7 +396,8 @@ class RedisGateway(WindowCalls):
         """The representatives of the clusters of ``roots`` (roots as this process knows them: one merged
         since is followed to its root now), in one exchange (unionfind.REPRESENTATIVES): per root, the root
         now, its representatives, most matched first (none for a cluster no alert joined), whether it has a
-        ring, and the first ``ring`` nodes of its ring after the root, the most recently joined first. The
+        ring, the first ``ring`` nodes of its ring after the root, the most recently joined first, and
+        whether they are all of them. The
         roots are sent in calls of at most ``RING_STEPS_PER_CALL`` ring steps (a call of a few milliseconds
         however many clusters a batch nearly matched), pipelined."""
         if not roots:

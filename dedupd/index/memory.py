@@ -202,8 +202,8 @@ class MemoryGateway:
         return self._known.roots(nums, self._find_roots)
 
     def representatives(self, roots: Sequence[int], ring: int = 0) -> list[ClusterReps]:
-        """Per cluster root, the root now, its representatives and the first ``ring`` other members of its
-        ring (RedisGateway.representatives)."""
+        """Per cluster root, the root now, its representatives, whether it has a ring, its first ``ring`` nodes
+        and whether they are all of them (RedisGateway.representatives)."""
         return uf_twin.representatives(self.store, roots, ring)
 
     def _find_roots(self, nums: Sequence[int]) -> list[int]:

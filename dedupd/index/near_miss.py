@@ -76,8 +76,8 @@ def near_misses(
     got: Verification,
     selves: Mapping[int, int],
 ) -> Verification:
-    """The matches among the representatives of each key's nearest near-missed clusters (see the module
-    docstring), not verified before.
+    """The matches among the representatives, the root and the walked members of each key's nearest
+    near-missed clusters (see the module docstring), not verified before.
 
     Args:
         gw: the gateway of the serving generation.
@@ -86,7 +86,7 @@ def near_misses(
         selves: by key, its own integer id (a query with an indexed document's id): never its candidate.
 
     Returns:
-        The verified matches, the representatives verified by key, and the roots of the matched ones.
+        The verified matches, the members verified by key, and the roots of the matched ones.
     """
     most, kept = gw.bounds.near_miss_clusters, gw.bounds.representatives
     if most < 1 or (kept < 1 and gw.bounds.near_miss_members < 1) or not got.near:

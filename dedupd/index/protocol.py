@@ -121,8 +121,8 @@ class Gateway(Protocol):
 
     def representatives(self, roots: Sequence[int], ring: int = 0) -> list[ClusterReps]:
         """Per cluster root (as known: one merged since is followed), the root now, its representatives
-        (most matched first), whether it has a ring, and the first ``ring`` nodes of its ring after the root,
-        the most recently joined first (unionfind.py), in one exchange."""
+        (most matched first), whether it has a ring, the first ``ring`` nodes of its ring after the root, the
+        most recently joined first, and whether they are all of them (unionfind.py), in one exchange."""
 
     def cluster_names(self, roots: Sequence[int], known: Mapping[int, str]) -> list[str]:
         """Each cluster's name: its root document's id (from ``known`` or read), ``#n`` when it is gone."""

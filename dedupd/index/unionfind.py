@@ -40,7 +40,7 @@ members that joined it before; the page says so, unless it walked the whole ring
 its older nodes show that none hangs outside it (a document alone, counted, is whole: cluster_page.lua).
 Rebuilds leave the union-find, rings included, as it is.
 
-ClusterReps: each cluster's root keeps, in :attr:`Keys.uf_reps`, up to ``representatives`` of its members
+Representatives: each cluster's root keeps, in :attr:`Keys.uf_reps`, up to ``representatives`` of its members
 with a count each: how often a later document's best match in the cluster was that member (_uf_reps.lua,
 written by ``UNION_ROOTS`` in the call that unions the document; a newcomer to a full list takes the last
 one's place, Space-Saving's rule). A union merges the two lists into the older root's; a delete takes the
@@ -117,7 +117,8 @@ def live_replies(sizes: Sequence[int], reply: Sequence[Any]) -> list[tuple[int, 
 
 def representatives_replies(reply: Sequence[Any]) -> list[ClusterReps]:
     """REPRESENTATIVES's reply: per id asked about, the root of its cluster now, the root's
-    representatives (most matched first), whether it has a ring, and the nodes the ring walk met.
+    representatives (most matched first), whether it has a ring, the nodes the ring walk met, and whether
+    they are the whole ring.
 
     >>> reps = bytes([2, 0, 0, 0, 5, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0])
     >>> representatives_replies([1, reps, 1, bytes([7, 0, 0, 0]), 4, b"", 0, b""])[0]
