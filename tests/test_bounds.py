@@ -215,3 +215,25 @@ def test_nearest_earlier_of_some_rows_equals_the_whole_batchs_look_at_them(
     got = nearest_earlier(entries, np.array(sorted(rows), dtype=np.int64), depth)
     expected = [p for p in _predecessors_by_hand(table, depth, 3, depth) if p[0] in rows]
     assert sorted(zip(got[0].tolist(), got[1].tolist(), strict=True)) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 12).flatmap(
+        lambda n: st.lists(st.lists(st.integers(0, 4), min_size=5, max_size=5), min_size=n, max_size=n)
+    ),
+    st.dictionaries(st.integers(0, 11), st.integers(1, 6)),
+)
+def test_nearest_earlier_with_a_depth_per_row_is_each_rows_own_look(
+    table: list[list[int]], depth: dict[int, int]
+) -> None:
+    entries = shared_entries(np.array(table, dtype=np.uint64), 3)
+    rows = sorted(r for r in depth if r < len(table))
+    got = nearest_earlier(
+        entries, np.array(rows, dtype=np.int64), np.array([depth[r] for r in rows], dtype=np.int64)
+    )
+    expected = []
+    for r in rows:  # one look per row, as deep as its own depth
+        one = nearest_earlier(entries, np.array([r], dtype=np.int64), depth[r])
+        expected += list(zip(one[0].tolist(), one[1].tolist(), strict=True))
+    assert sorted(zip(got[0].tolist(), got[1].tolist(), strict=True)) == sorted(expected)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from dedupd.daemon.batch import Run
 from dedupd.daemon.planner import Action
@@ -33,7 +34,7 @@ from dedupd.similarity.fingerprint import Fingerprint
 from dedupd.similarity.lsh import pad_rows
 
 _NO_IDS_SET: frozenset[int] = frozenset()
-_NO_SHARED = SharedEntries(np.zeros(0, np.uint64), np.zeros(0, np.uint64), np.zeros(0, np.int64), 0)
+_NO_SHARED = SharedEntries.empty()
 Reads = dict[int, tuple[Packed, int]]  # by key: the ids read, and the key's own integer id (left out)
 
 
@@ -44,6 +45,7 @@ class BatchEntries:
 
     rows: list[int]
     shared: SharedEntries
+    nums: npt.NDArray[np.uint32]  # each row's integer id
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,26 +176,24 @@ def look_further(gw: Gateway, run: Run, batch: BatchEntries, checked: Checked, g
     hub = hubs(gw, run, checked, got)
     bounds = gw.bounds
     rest = {i for i, key in checked.key_of.items() if run.steps[i].writes and key in got.matches} - hub
-    looks = [
-        (lone, bounds.bucket_members, False),
-        (hub, max(bounds.bucket_members, bounds.max_clusters), False),
-        (rest, bounds.bucket_members, True),
-    ]
-    reads: Reads = {}
+    depth = dict.fromkeys(lone, bounds.bucket_members)
+    depth.update(dict.fromkeys(hub, max(bounds.bucket_members, bounds.max_clusters)))
     root: dict[int, int] | None = None
-    for writers, depth, other_clusters in looks:
-        if not writers:
-            continue
-        if other_clusters:  # a document that matched looks at the batch's other clusters only
-            root = root or _batch_roots(run, checked, got)
-            if len({root.get(run.steps[i].num, run.steps[i].num) for i in batch.rows}) < 2:
-                continue  # (one cluster: a flood's copies; nothing else to look at)
-        near = batch_neighbours(gw, run, batch, depth, writers, root if other_clusters else None)
-        for i, ids in near.items():
-            num = run.steps[i].num
-            seen = got.candidates.get(num, _NO_IDS_SET)
-            if fresh := [n for n in ids.tolist() if n not in seen]:
-                reads[num] = (np.array(fresh, dtype=np.uint32), num)
+    if rest:  # a document that matched looks at the batch's other clusters only
+        root = _batch_roots(run, checked, got)
+        if len({root.get(n, n) for n in batch.nums.tolist()}) > 1:  # (one cluster: a flood's copies)
+            depth.update(dict.fromkeys(rest, bounds.bucket_members))
+        else:
+            rest = set()
+    reads: Reads = {}
+    if not depth:
+        return reads
+    near = batch_neighbours(gw, run, batch, depth, (rest, root) if rest and root is not None else None)
+    for i, ids in near.items():
+        num = run.steps[i].num
+        seen = got.candidates.get(num, _NO_IDS_SET)
+        if fresh := [n for n in ids.tolist() if n not in seen]:
+            reads[num] = (np.array(fresh, dtype=np.uint32), num)
     return reads
 
 
@@ -235,38 +235,43 @@ def batch_entries(gw: Gateway, run: Run) -> BatchEntries:
         for i, (s, f) in enumerate(zip(run.steps, run.found, strict=True))
         if s.writes and f is not None and run.bands[i].size and run.new[i] is not None
     ]
+    nums = np.array([run.steps[i].num for i in rows], dtype=np.uint32)
     if len(rows) < 2:
-        return BatchEntries(rows, _NO_SHARED)
-    return BatchEntries(rows, shared_entries(pad_rows([run.bands[i] for i in rows]), gw.spec.bands))
+        return BatchEntries(rows, _NO_SHARED, nums)
+    return BatchEntries(rows, shared_entries(pad_rows([run.bands[i] for i in rows]), gw.spec.bands), nums)
 
 
 def batch_neighbours(
     gw: Gateway,
     run: Run,
     batch: BatchEntries,
-    depth: int,
-    only: set[int] | None = None,
-    cluster: dict[int, int] | None = None,
+    depth: int | dict[int, int],
+    apart: tuple[set[int], dict[int, int]] | None = None,
 ) -> dict[int, Packed]:
-    """By step index (of ``only``, when given), the integer ids of the ``depth`` nearest earlier documents
-    of the run with a band hash in common, and of the ``bucket_members`` nearest with a shingle prefix
-    in common (bounds.batch_predecessors): a JOIN reads what a bucket held before the run. With ``cluster``
-    (by integer id; absent: its own), only those of another cluster than the document's."""
-    rows, shared = batch.rows, batch.shared
+    """By step index, the integer ids of the ``depth`` nearest earlier documents of the run with a band
+    hash in common, and of the ``bucket_members`` nearest with a shingle prefix in common
+    (bounds.batch_predecessors): a JOIN reads what a bucket held before the run. With ``depth`` by step
+    index, of those steps only, each as deep as given (bounds.nearest_earlier, one pass). With ``apart``
+    (steps, each integer id's cluster: absent, its own), only those of another cluster than the step's
+    document for those steps."""
+    rows, shared, nums = batch.rows, batch.shared, batch.nums
     if len(rows) < 2:
         return {}
-    if only is None:
+    if isinstance(depth, int):
         later, earlier = predecessors(shared, depth, gw.spec.bands, gw.bounds.bucket_members)
     else:
-        wanted = np.array([at for at, i in enumerate(rows) if i in only], dtype=np.int64)
-        later, earlier = nearest_earlier(shared, wanted, depth)
+        at = [(k, depth[i]) for k, i in enumerate(rows) if i in depth]
+        wanted = np.array([k for k, _ in at], dtype=np.int64)
+        later, earlier = nearest_earlier(shared, wanted, np.array([d for _, d in at], dtype=np.int64))
     if not later.size:
         return {}
-    nums = np.array([run.steps[i].num for i in rows], dtype=np.uint32)
-    if cluster is not None:  # (a flood's copies, one cluster: every pair dropped at once)
+    if apart is not None:  # (a flood's copies, one cluster: every pair dropped at once)
+        steps, cluster = apart
         label = np.array([cluster.get(n, n) for n in nums.tolist()], dtype=np.int64)
-        other = np.flatnonzero(label[later] != label[earlier])
-        later, earlier = later[other], earlier[other]
+        only = np.array([i in steps for i in rows], dtype=bool)
+        keep = ~only[later] | (label[later] != label[earlier])
+        if not keep.all():
+            later, earlier = later[keep], earlier[keep]
         if not later.size:
             return {}
     order = np.argsort(later, kind="stable")

@@ -202,6 +202,14 @@ class SharedEntries:
     hashes: npt.NDArray[np.uint64]
     row: npt.NDArray[np.int64]
     rows: int  # rows of the table
+    group: npt.NDArray[np.int64]  # each entry's bucket (a run of equal band and hash), computed once
+    first: npt.NDArray[np.int64]  # each bucket's first entry
+
+    @classmethod
+    def empty(cls) -> SharedEntries:
+        """No shared entries (a batch of one document)."""
+        none = np.zeros(0, np.int64)
+        return cls(np.zeros(0, np.uint64), np.zeros(0, np.uint64), none, 0, none, none)
 
 
 def shared_entries(bands: npt.NDArray[np.uint64], n_bands: int | None = None) -> SharedEntries:
@@ -214,28 +222,35 @@ def shared_entries(bands: npt.NDArray[np.uint64], n_bands: int | None = None) ->
         group, first = _runs(b, h)
         shared = np.flatnonzero(np.diff(np.append(first, b.size))[group] > 1)
         b, h, r = b[shared], h[shared], r[shared]
-    return SharedEntries(b, h, r, bands.shape[0])
+    group, first = _runs(b, h)
+    return SharedEntries(b, h, r, bands.shape[0], group, first)
 
 
 def nearest_earlier(
-    entries: SharedEntries, rows: npt.NDArray[np.int64], depth: int
+    entries: SharedEntries, rows: npt.NDArray[np.int64], depth: int | npt.NDArray[np.int64]
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """(row, earlier row) pairs of ``rows`` alone: in each bucket that one of them shares, the ``depth``
     nearest earlier rows in it and the first (:func:`predecessors` with ``prefix_depth`` = ``depth``, for
-    those rows only: a few documents of a batch look deep, not the whole batch).
+    those rows only: a few documents of a batch look deep, not the whole batch). ``depth`` is one for all
+    or each row's own (an array beside ``rows``): one pass for looks of several depths.
 
     >>> e = shared_entries(np.array([[1, 5], [1, 6], [1, 5], [2, 5]], np.uint64))
     >>> [a.tolist() for a in nearest_earlier(e, np.array([2]), 5)]
     [[2, 2, 2], [0, 1, 0]]
     >>> [a.tolist() for a in nearest_earlier(e, np.array([3]), 1)]
     [[3, 3], [2, 0]]
+    >>> [a.tolist() for a in nearest_earlier(e, np.array([2, 3]), np.array([5, 1]))]
+    [[2, 2, 2, 3, 3], [0, 1, 0, 2, 0]]
     """
     r = entries.row
-    if not r.size:
+    if not r.size or not rows.size:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    group, first = _runs(entries.band, entries.hashes)
-    at = np.flatnonzero(np.isin(r, rows))
-    lo = np.maximum(first[group[at]], at - depth)
+    group, first = entries.group, entries.first
+    reach = np.zeros(entries.rows, dtype=np.int64)  # each row's depth; 0: not looked for
+    inside = rows < entries.rows  # (a row past the table's end shares nothing)
+    reach[rows[inside]] = depth if isinstance(depth, int) else depth[inside]
+    at = np.flatnonzero(reach[r])
+    lo = np.maximum(first[group[at]], at - reach[r[at]])
     counts = at - lo
     starts = np.repeat(lo, counts)
     steps = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
@@ -269,7 +284,7 @@ def predecessors(
             later.append(pr[same + d])
             earlier.append(pr[same])
     if b.size > depth + 1:  # each bucket's first row (its anchor), to the rows further from it than seen
-        group, first = _runs(b, h)
+        group, first = entries.group, entries.first
         back = np.arange(b.size) - first[group]
         reach = np.where(b == n_bands, prefix_depth, depth) if deep else depth
         far = np.flatnonzero(back > reach)
