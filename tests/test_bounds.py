@@ -10,9 +10,11 @@ from reference import pick_candidates, ranked
 from dedupd.similarity.bounds import (
     alert_matches,
     batch_predecessors,
+    deep_rows,
     eviction_rows,
     nearest_earlier,
     pick_many,
+    predecessors,
     ranked_flat,
     shared_entries,
     split_by,
@@ -237,3 +239,31 @@ def test_nearest_earlier_with_a_depth_per_row_is_each_rows_own_look(
         one = nearest_earlier(entries, np.array([r], dtype=np.int64), depth[r])
         expected += list(zip(one[0].tolist(), one[1].tolist(), strict=True))
     assert sorted(zip(got[0].tolist(), got[1].tolist(), strict=True)) == sorted(expected)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 12).flatmap(
+        lambda n: st.lists(st.lists(st.integers(0, 3), min_size=5, max_size=5), min_size=n, max_size=n)
+    ),
+    st.integers(1, 3),
+    st.integers(0, 5),
+    st.integers(0, 4),
+)
+def test_a_row_not_deep_finds_nothing_more_looking_deeper(
+    table: list[list[int]], depth: int, prefix_depth: int, more: int
+) -> None:
+    for row in table:  # a prefix holds distinct hashes
+        if row[3] == row[4]:
+            row[4] = 0
+    entries = shared_entries(np.array(table, dtype=np.uint64), 3)
+    given = predecessors(entries, depth, 3, prefix_depth)
+    seen = set(zip(given[0].tolist(), given[1].tolist(), strict=True))
+    deep = deep_rows(entries, depth, 3, prefix_depth)
+    deeper = max(depth, prefix_depth) + more
+    for r in range(len(table)):
+        looked = nearest_earlier(entries, np.array([r], dtype=np.int64), deeper)
+        found = set(zip(looked[0].tolist(), looked[1].tolist(), strict=True))
+        if not deep[r]:
+            assert found <= seen
+    assert not deep.any() or len(table) > depth + 2  # (a bucket deeper than the look needs the rows)

@@ -25,6 +25,7 @@ from dedupd.similarity.bounds import (
     VERIFIED_PER_CLUSTER,
     SharedEntries,
     batch_roots,
+    deep_rows,
     earlier_clusters,
     nearest_earlier,
     predecessors,
@@ -46,6 +47,7 @@ class BatchEntries:
     rows: list[int]
     shared: SharedEntries
     nums: npt.NDArray[np.uint32]  # each row's integer id
+    deep: frozenset[int]  # the steps a bucket of which holds more of the batch than the first look gives
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,11 +67,12 @@ def verify_run(gw: Gateway, run: Run) -> Verification:
     checked = checked_of(run)
     gw.created(checked.created)  # no root lookups for them
     batch = batch_entries(gw, run)
-    reads, later = with_batch_neighbours(gw, run, batch, checked.reads)
+    near = batch_neighbours(gw, run, batch, BATCH_NEIGHBOURS)
+    reads, later = with_batch_neighbours(run, near, checked.reads)
     got = verify_reads(gw, checked.own, reads)
     if later:
         got.add(verify_reads(gw, checked.own, batch_reads(run, later, got)))
-    deeper = look_further(gw, run, batch, checked, got)
+    deeper = look_further(gw, run, batch, checked, got, near)
     if deeper:
         got.add(verify_reads(gw, checked.own, deeper))
     got.add(near_misses(gw, checked.own, got, {k: num for k, (_, num) in checked.reads.items()}))
@@ -100,15 +103,13 @@ def checked_of(run: Run) -> Checked:
     return Checked(own, reads, key_of, created)
 
 
-def with_batch_neighbours(
-    gw: Gateway, run: Run, batch: BatchEntries, reads: Reads
-) -> tuple[Reads, dict[int, Packed]]:
-    """``reads`` with each document's nearest earlier neighbours in the batch added, and (by step index) the
-    neighbours kept for later: those of a document with a crowd in its buckets, maybe a cluster it verifies
-    enough of there."""
+def with_batch_neighbours(run: Run, near: dict[int, Packed], reads: Reads) -> tuple[Reads, dict[int, Packed]]:
+    """``reads`` with each document's nearest earlier neighbours in the batch (``near``, by step index:
+    :func:`batch_neighbours` at ``BATCH_NEIGHBOURS``) added, and (by step index) the neighbours kept for
+    later: those of a document with a crowd in its buckets, maybe a cluster it verifies enough of there."""
     out = dict(reads)
     later: dict[int, Packed] = {}
-    for i, earlier in batch_neighbours(gw, run, batch, BATCH_NEIGHBOURS).items():
+    for i, earlier in near.items():
         f, num = out.get(run.steps[i].num, (NO_IDS, run.steps[i].num))
         if f.size > VERIFIED_PER_CLUSTER and len(set(f.tolist())) > VERIFIED_PER_CLUSTER:
             later[i] = earlier
@@ -162,7 +163,9 @@ def batch_reads(run: Run, neighbours: dict[int, Packed], got: Verification) -> R
     return out
 
 
-def look_further(gw: Gateway, run: Run, batch: BatchEntries, checked: Checked, got: Verification) -> Reads:
+def look_further(
+    gw: Gateway, run: Run, batch: BatchEntries, checked: Checked, got: Verification, near: dict[int, Packed]
+) -> Reads:
     """The reads of the documents of the run that wrote and matched nothing: the nearest ``bucket_members``
     earlier documents of their batch of each band they share (what a bucket holds) and the first, not yet
     verified; and of those that matched two or more clusters (:func:`hubs`) the nearest ``max_clusters``
@@ -171,11 +174,23 @@ def look_further(gw: Gateway, run: Run, batch: BatchEntries, checked: Checked, g
     spokes of one stem, each its own cluster, share its bands); and the others that matched look
     ``bucket_members`` deep at the documents of other clusters than theirs (a module's package among a
     family's dozens in one batch; a flood's copies, one cluster, look at none). What is verified of them stays bounded by
-    matching.verify_reads (bounds.pick_many)."""
-    lone = {i for i, key in checked.key_of.items() if run.steps[i].writes and key not in got.matches}
-    hub = hubs(gw, run, checked, got)
+    matching.verify_reads (bounds.pick_many). A document none of whose buckets holds more of the batch than
+    the first look gave it (``near``: not in ``batch.deep``), and that verified all of those, has nothing
+    more to find in its batch and does not look."""
+    hub = hubs(gw, run, checked, got)  # (its root lookups serve the near misses and unions after)
+    deep, seen_of = batch.deep, got.candidates
+    writers = {
+        i: key
+        for i, key in checked.key_of.items()
+        if run.steps[i].writes
+        and (i in deep or not seen_of.get(key, _NO_IDS_SET).issuperset(near.get(i, NO_IDS).tolist()))
+    }
+    if not writers:
+        return {}
+    lone = {i for i, key in writers.items() if key not in got.matches}
+    hub &= writers.keys()
     bounds = gw.bounds
-    rest = {i for i, key in checked.key_of.items() if run.steps[i].writes and key in got.matches} - hub
+    rest = {i for i, key in writers.items() if key in got.matches} - hub
     depth = dict.fromkeys(lone, bounds.bucket_members)
     depth.update(dict.fromkeys(hub, max(bounds.bucket_members, bounds.max_clusters)))
     root: dict[int, int] | None = None
@@ -188,8 +203,8 @@ def look_further(gw: Gateway, run: Run, batch: BatchEntries, checked: Checked, g
     reads: Reads = {}
     if not depth:
         return reads
-    near = batch_neighbours(gw, run, batch, depth, (rest, root) if rest and root is not None else None)
-    for i, ids in near.items():
+    deeper = batch_neighbours(gw, run, batch, depth, (rest, root) if rest and root is not None else None)
+    for i, ids in deeper.items():
         num = run.steps[i].num
         seen = got.candidates.get(num, _NO_IDS_SET)
         if fresh := [n for n in ids.tolist() if n not in seen]:
@@ -237,8 +252,10 @@ def batch_entries(gw: Gateway, run: Run) -> BatchEntries:
     ]
     nums = np.array([run.steps[i].num for i in rows], dtype=np.uint32)
     if len(rows) < 2:
-        return BatchEntries(rows, _NO_SHARED, nums)
-    return BatchEntries(rows, shared_entries(pad_rows([run.bands[i] for i in rows]), gw.spec.bands), nums)
+        return BatchEntries(rows, _NO_SHARED, nums, frozenset())
+    shared = shared_entries(pad_rows([run.bands[i] for i in rows]), gw.spec.bands)
+    deep = deep_rows(shared, BATCH_NEIGHBOURS, gw.spec.bands, gw.bounds.bucket_members)
+    return BatchEntries(rows, shared, nums, frozenset(rows[k] for k in np.flatnonzero(deep).tolist()))
 
 
 def batch_neighbours(

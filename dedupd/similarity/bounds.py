@@ -295,6 +295,27 @@ def predecessors(
     return np.concatenate(later), np.concatenate(earlier)
 
 
+def deep_rows(
+    entries: SharedEntries, depth: int, n_bands: int | None = None, prefix_depth: int = 0
+) -> npt.NDArray[np.bool_]:
+    """Per row of the table: whether a bucket it shares has more earlier rows than :func:`predecessors`
+    (``depth`` nearest; ``prefix_depth`` in the prefix band ``n_bands``) and the first give it. A row that
+    is not deep was given every earlier row of each of its buckets: a deeper look finds nothing more.
+
+    >>> e = shared_entries(np.array([[7, 1], [7, 2], [7, 1], [7, 0]], np.uint64))
+    >>> deep_rows(e, 1).tolist(), deep_rows(e, 2).tolist()
+    ([False, False, False, True], [False, False, False, False])
+    """
+    out = np.zeros(entries.rows, dtype=bool)
+    if entries.row.size:
+        back = np.arange(entries.row.size) - entries.first[entries.group]  # earlier rows in its bucket
+        reach = (
+            depth if n_bands is None else np.where(entries.band == n_bands, max(depth, prefix_depth), depth)
+        )
+        out[entries.row[back > reach + 1]] = True  # (more than the nearest ``reach`` and the first)
+    return out
+
+
 def thin(
     write: npt.NDArray[np.int64], full: npt.NDArray[np.bool_], buckets: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.bool_]:
