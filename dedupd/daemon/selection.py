@@ -47,7 +47,7 @@ class BatchEntries:
     rows: list[int]
     shared: SharedEntries
     nums: npt.NDArray[np.uint32]  # each row's integer id
-    deep: frozenset[int]  # the steps a bucket of which holds more of the batch than the first look gives
+    deep: frozenset[int]  # the steps a bucket of which holds more earlier rows than the first look gives
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +268,8 @@ def batch_neighbours(
     """By step index, the integer ids of the ``depth`` nearest earlier documents of the run with a band
     hash in common, and of the ``bucket_members`` nearest with a shingle prefix in common
     (bounds.batch_predecessors): a JOIN reads what a bucket held before the run. With ``depth`` by step
-    index, of those steps only, each as deep as given (bounds.nearest_earlier, one pass). With ``apart``
+    index, of those steps only, each as deep as given in every band, its shingle prefixes too
+    (bounds.nearest_earlier, one pass). With ``apart``
     (steps, each integer id's cluster: absent, its own), only those of another cluster than the step's
     document for those steps."""
     rows, shared, nums = batch.rows, batch.shared, batch.nums

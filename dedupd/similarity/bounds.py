@@ -231,8 +231,8 @@ def nearest_earlier(
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """(row, earlier row) pairs of ``rows`` alone: in each bucket that one of them shares, the ``depth``
     nearest earlier rows in it and the first (:func:`predecessors` with ``prefix_depth`` = ``depth``, for
-    those rows only: a few documents of a batch look deep, not the whole batch). ``depth`` is one for all
-    or each row's own (an array beside ``rows``): one pass for looks of several depths.
+    those rows only: a few documents of a batch look deep, not the whole batch). ``depth`` (1 or more) is
+    one for all or each row's own (an array beside ``rows``): one pass for looks of several depths.
 
     >>> e = shared_entries(np.array([[1, 5], [1, 6], [1, 5], [2, 5]], np.uint64))
     >>> [a.tolist() for a in nearest_earlier(e, np.array([2]), 5)]
@@ -247,7 +247,7 @@ def nearest_earlier(
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     group, first = entries.group, entries.first
     reach = np.zeros(entries.rows, dtype=np.int64)  # each row's depth; 0: not looked for
-    inside = rows < entries.rows  # (a row past the table's end shares nothing)
+    inside = (rows >= 0) & (rows < entries.rows)  # (a row outside the table shares nothing)
     reach[rows[inside]] = depth if isinstance(depth, int) else depth[inside]
     at = np.flatnonzero(reach[r])
     lo = np.maximum(first[group[at]], at - reach[r[at]])
