@@ -126,7 +126,9 @@ def representatives_replies(reply: Sequence[Any]) -> list[ClusterReps]:
     """
     out: list[ClusterReps] = []
     for root, packed, state, walked in zip(reply[0::4], reply[1::4], reply[2::4], reply[3::4], strict=True):
-        pairs = np.frombuffer(bytes(packed), dtype="<u4")
-        nodes = np.frombuffer(bytes(walked), dtype="<u4").tolist()
-        out.append(ClusterReps(int(root), pairs[0::2].tolist(), int(state) > 0, nodes, int(state) == 1))
+        # (most clusters asked about are single documents: nothing to unpack)
+        members = np.frombuffer(packed, dtype="<u4")[0::2].tolist() if packed else []
+        nodes = np.frombuffer(walked, dtype="<u4").tolist() if walked else []
+        walk = int(state)
+        out.append(ClusterReps(int(root), members, walk > 0, nodes, walk == 1))
     return out
