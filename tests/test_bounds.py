@@ -177,11 +177,23 @@ def _predecessors_by_hand(
     return sorted(pairs)
 
 
+def _tables(top: int) -> st.SearchStrategy[list[list[int]]]:
+    """Batches of 1 to 12 rows of 5 band hashes from 0 (none) to ``top``: 3 bands and 2 prefix columns."""
+    return st.integers(1, 12).flatmap(
+        lambda n: st.lists(st.lists(st.integers(0, top), min_size=5, max_size=5), min_size=n, max_size=n)
+    )
+
+
+def _distinct_prefixes(table: list[list[int]]) -> None:
+    """A document's shingle prefixes are distinct hashes: a repeated one is dropped (0)."""
+    for row in table:
+        if row[3] == row[4]:
+            row[4] = 0
+
+
 @settings(max_examples=300, deadline=None)
 @given(
-    st.integers(1, 12).flatmap(
-        lambda n: st.lists(st.lists(st.integers(0, 4), min_size=5, max_size=5), min_size=n, max_size=n)
-    ),
+    _tables(4),
     st.integers(1, 4),
     st.integers(0, 6),
 )
@@ -190,9 +202,7 @@ def test_batch_predecessors_equal_the_nearest_holders_by_hand(
 ) -> None:
     # three LSH bands and a prefix band of two columns; few hash values, so that a hash is often shared,
     # also across bands (the sort by hash alone must keep the bands apart)
-    for row in table:  # a prefix holds distinct hashes
-        if row[3] == row[4]:
-            row[4] = 0
+    _distinct_prefixes(table)
     got = batch_predecessors(np.array(table, dtype=np.uint64), depth, 3, prefix_depth)
     assert sorted(zip(got[0].tolist(), got[1].tolist(), strict=True)) == _predecessors_by_hand(
         table, depth, 3, prefix_depth
@@ -201,18 +211,14 @@ def test_batch_predecessors_equal_the_nearest_holders_by_hand(
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.integers(1, 12).flatmap(
-        lambda n: st.lists(st.lists(st.integers(0, 4), min_size=5, max_size=5), min_size=n, max_size=n)
-    ),
+    _tables(4),
     st.integers(1, 6),
     st.sets(st.integers(0, 11)),
 )
 def test_nearest_earlier_of_some_rows_equals_the_whole_batchs_look_at_them(
     table: list[list[int]], depth: int, rows: set[int]
 ) -> None:
-    for row in table:  # a prefix holds distinct hashes
-        if row[3] == row[4]:
-            row[4] = 0
+    _distinct_prefixes(table)
     entries = shared_entries(np.array(table, dtype=np.uint64), 3)
     got = nearest_earlier(entries, np.array(sorted(rows), dtype=np.int64), depth)
     expected = [p for p in _predecessors_by_hand(table, depth, 3, depth) if p[0] in rows]
@@ -221,9 +227,7 @@ def test_nearest_earlier_of_some_rows_equals_the_whole_batchs_look_at_them(
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.integers(1, 12).flatmap(
-        lambda n: st.lists(st.lists(st.integers(0, 4), min_size=5, max_size=5), min_size=n, max_size=n)
-    ),
+    _tables(4),
     st.dictionaries(st.integers(-2, 13), st.integers(1, 6)),
 )
 def test_nearest_earlier_with_a_depth_per_row_is_each_rows_own_look(
@@ -243,9 +247,7 @@ def test_nearest_earlier_with_a_depth_per_row_is_each_rows_own_look(
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.integers(1, 12).flatmap(
-        lambda n: st.lists(st.lists(st.integers(0, 3), min_size=5, max_size=5), min_size=n, max_size=n)
-    ),
+    _tables(3),
     st.integers(1, 3),
     st.integers(0, 5),
     st.integers(0, 4),
@@ -253,9 +255,7 @@ def test_nearest_earlier_with_a_depth_per_row_is_each_rows_own_look(
 def test_a_row_not_deep_finds_nothing_more_looking_deeper(
     table: list[list[int]], depth: int, prefix_depth: int, more: int
 ) -> None:
-    for row in table:  # a prefix holds distinct hashes
-        if row[3] == row[4]:
-            row[4] = 0
+    _distinct_prefixes(table)
     entries = shared_entries(np.array(table, dtype=np.uint64), 3)
     given = predecessors(entries, depth, 3, prefix_depth)
     seen = set(zip(given[0].tolist(), given[1].tolist(), strict=True))
