@@ -6,9 +6,13 @@ redis-server, then one in-process :class:`dedupd.daemon.loop.Daemon` drains it. 
 (``time.process_time``) and the server's (``INFO cpu``) per document, and the wall time. Less noisy than
 ``bench_stream.py`` (no push process, no CLI start-up) and meant for A/B runs of two checkouts: with
 ``--against DIR`` (another checkout with its own ``.venv``) the two are run alternately ``--rounds`` times
-and the minimum and median of each are printed side by side.
+and the minimum and median of each are printed side by side. With ``--together`` the two run at the same
+time instead (each its own redis-server; the first of a round started half a second before the other, which
+one alternating), so that both meet the same phase of a VM whose speed drifts, and each round's ratios of
+this checkout to the other are printed.
 
     .venv/bin/python scripts/bench_daemon.py --docs 40000 --against /tmp/before --rounds 5
+    .venv/bin/python scripts/bench_daemon.py --docs 63436 --against /tmp/before --rounds 4 --together
 """
 
 from __future__ import annotations
@@ -84,6 +88,7 @@ def main() -> int:
     ap.add_argument("--docs", type=int, default=40_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--against", type=Path, help="another checkout (with .venv) to run alternately")
+    ap.add_argument("--together", action="store_true", help="run the two checkouts at once, not alternately")
     ap.add_argument("--once", action="store_true", help=argparse.SUPPRESS)  # one measurement, as JSON
     args = ap.parse_args()
     if not args.corpus.exists():
@@ -92,24 +97,35 @@ def main() -> int:
     if args.once:
         print(json.dumps(measure(args.corpus, args.docs)))
         return 0
+    if args.together and not args.against:
+        print("--together needs --against DIR (the other checkout)", file=sys.stderr)
+        return 2
     sides = {"this": HERE.parent} | ({"against": args.against} if args.against else {})
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
-    for _ in range(args.rounds):
+    for round_ in range(args.rounds):
+        if args.together:  # both at once, the first started alternately
+            order = list(sides) if round_ % 2 == 0 else list(sides)[::-1]
+            procs = {}
+            for name in order:
+                procs[name] = subprocess.Popen(
+                    _once(sides[name], args), cwd=sides[name], stdout=subprocess.PIPE, text=True
+                )
+                time.sleep(0.5)
+            for name in sides:
+                out, _ = procs[name].communicate()
+                if procs[name].returncode:
+                    raise SystemExit(f"{name}: the measurement exited with {procs[name].returncode}")
+                runs[name].append(json.loads(out.strip().splitlines()[-1]))
+            this, other = runs["this"][-1], runs["against"][-1]
+            ratios = ", ".join(
+                f"{key} {this[key] / other[key]:.3f}x" for key in ("daemon_us", "redis_us", "seconds")
+            )
+            print(f"round {round_ + 1} (first: {order[0]}): this / against {ratios}", flush=True)
+            continue
         for name, root in sides.items():
-            cmd = [
-                str(root / ".venv" / "bin" / "python"),
-                str(root / "scripts" / "bench_daemon.py"),
-                "--once",
-                "--corpus",
-                str(args.corpus.resolve()),
-                "--docs",
-                str(args.docs),
-            ]
-            if not (
-                root / "scripts" / "bench_daemon.py"
-            ).exists():  # an older checkout: run this file with its venv
-                cmd[1] = str(Path(__file__).resolve())
-            out = subprocess.run(cmd, cwd=root, capture_output=True, text=True, check=True).stdout
+            out = subprocess.run(
+                _once(root, args), cwd=root, capture_output=True, text=True, check=True
+            ).stdout
             runs[name].append(json.loads(out.strip().splitlines()[-1]))
             print(f"{name:8s} {runs[name][-1]}", flush=True)
     for name, got in runs.items():
@@ -119,6 +135,21 @@ def main() -> int:
         ]
         print(f"{name:8s} " + "; ".join(cells))
     return 0
+
+
+def _once(root: Path, args: argparse.Namespace) -> list[str]:
+    """The command of one measurement by the checkout at ``root`` (an older checkout without this script
+    runs this file with its venv)."""
+    script = root / "scripts" / "bench_daemon.py"
+    return [
+        str(root / ".venv" / "bin" / "python"),
+        str(script if script.exists() else Path(__file__).resolve()),
+        "--once",
+        "--corpus",
+        str(args.corpus.resolve()),
+        "--docs",
+        str(args.docs),
+    ]
 
 
 if __name__ == "__main__":
