@@ -206,7 +206,7 @@ def look_further(
     deeper = batch_neighbours(gw, run, batch, depth, (rest, root) if rest and root is not None else None)
     for i, ids in deeper.items():
         num = run.steps[i].num
-        seen = got.candidates.get(num, _NO_IDS_SET)
+        seen = seen_of.get(num, _NO_IDS_SET)
         if fresh := [n for n in ids.tolist() if n not in seen]:
             reads[num] = (np.array(fresh, dtype=np.uint32), num)
     return reads

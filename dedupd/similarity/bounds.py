@@ -284,12 +284,10 @@ def predecessors(
             later.append(pr[same + d])
             earlier.append(pr[same])
     if b.size > depth + 1:  # each bucket's first row (its anchor), to the rows further from it than seen
-        group, first = entries.group, entries.first
-        back = np.arange(b.size) - first[group]
-        reach = np.where(b == n_bands, prefix_depth, depth) if deep else depth
+        back, reach = _back_and_reach(entries, depth, n_bands, prefix_depth)
         far = np.flatnonzero(back > reach)
         later.append(r[far])
-        earlier.append(r[first[group[far]]])
+        earlier.append(r[entries.first[entries.group[far]]])
     if not later:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     return np.concatenate(later), np.concatenate(earlier)
@@ -308,12 +306,21 @@ def deep_rows(
     """
     out = np.zeros(entries.rows, dtype=bool)
     if entries.row.size:
-        back = np.arange(entries.row.size) - entries.first[entries.group]  # earlier rows in its bucket
-        reach = (
-            depth if n_bands is None else np.where(entries.band == n_bands, max(depth, prefix_depth), depth)
-        )
+        back, reach = _back_and_reach(entries, depth, n_bands, prefix_depth)
         out[entries.row[back > reach + 1]] = True  # (more than the nearest ``reach`` and the first)
     return out
+
+
+def _back_and_reach(
+    entries: SharedEntries, depth: int, n_bands: int | None, prefix_depth: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64] | int]:
+    """Per shared entry, how many earlier rows its bucket holds, and how many of the nearest of them
+    :func:`predecessors` gives it (``prefix_depth`` in the prefix band ``n_bands`` when deeper, else
+    ``depth``): the one rule of the first look, for it and :func:`deep_rows`."""
+    back = np.arange(entries.row.size) - entries.first[entries.group]
+    if n_bands is None or prefix_depth <= depth:
+        return back, depth
+    return back, np.where(entries.band == n_bands, prefix_depth, depth)
 
 
 def thin(
