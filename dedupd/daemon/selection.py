@@ -269,9 +269,8 @@ def batch_neighbours(
     hash in common, and of the ``bucket_members`` nearest with a shingle prefix in common
     (bounds.batch_predecessors): a JOIN reads what a bucket held before the run. With ``depth`` by step
     index, of those steps only, each as deep as given in every band, its shingle prefixes too
-    (bounds.nearest_earlier, one pass). With ``apart``
-    (steps, each integer id's cluster: absent, its own), only those of another cluster than the step's
-    document for those steps."""
+    (bounds.nearest_earlier, one pass). With ``apart`` (steps, each integer id's cluster: absent, its own),
+    only those of another cluster than the step's document for those steps."""
     rows, shared, nums = batch.rows, batch.shared, batch.nums
     if len(rows) < 2:
         return {}

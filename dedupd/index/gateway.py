@@ -397,9 +397,8 @@ class RedisGateway(WindowCalls):
         since is followed to its root now), in one exchange (unionfind.REPRESENTATIVES): per root, the root
         now, its representatives, most matched first (none for a cluster no alert joined), whether it has a
         ring, the first ``ring`` nodes of its ring after the root, the most recently joined first, and
-        whether they are all of them. The
-        roots are sent in calls of at most ``RING_STEPS_PER_CALL`` ring steps (a call of a few milliseconds
-        however many clusters a batch nearly matched), pipelined."""
+        whether they are all of them. The roots are sent in calls of at most ``RING_STEPS_PER_CALL`` ring
+        steps (a call of a few milliseconds however many clusters a batch nearly matched), pipelined."""
         if not roots:
             return []
         keys = [self.keys.uf_parent, self.keys.uf_reps, self.keys.uf_ring]

@@ -18,9 +18,10 @@ holds its cluster together counts, with no record to verify); those it did not v
 ``near_miss_clusters x (representatives + 1 + near_miss_members)`` more verifications per document (the
 records mostly read once per batch), in at most four more exchanges per batch for all its documents (the
 roots not known yet, the representatives with the first ``INLINE_WALK`` nodes of each ring, the walks of the
-chosen clusters larger than that, the records), none for a batch without a near miss. A member so found is a match like any: alerted, unioned, counted. (Before the walk
-a document near only a middle member of a large family, which no bucket keeps and which is rarely the best
-match of anything, was lost: the Debian long descriptions at 0.5 lost -dev/-doc/-prof triples this way.)
+chosen clusters larger than that, the records), none for a batch without a near miss. A member so found is a
+match like any: alerted, unioned, counted. (Before the walk a document near only a middle member of a large
+family, which no bucket keeps and which is rarely the best match of anything, was lost: the Debian long
+descriptions at 0.5 lost -dev/-doc/-prof triples this way.)
 
     >>> nearest({7: 0.7, 8: 0.65, 9: 0.75, 4: 0.9}, {7: 1, 8: 2, 9: 1, 4: 3}, {3}, 4)
     [1, 2]
